@@ -1,0 +1,28 @@
+package peerdiscovery
+
+import (
+	_ "github.com/spf13/cobra"
+	_ "github.com/spf13/pflag"
+	_ "k8s.io/api/apidiscovery/v2"
+	_ "k8s.io/api/coordination/v1"
+	_ "k8s.io/api/discovery/v1"
+	_ "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	_ "k8s.io/apimachinery/pkg/util/sort"
+	_ "k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	_ "k8s.io/apiserver/pkg/util/peerproxy"
+	_ "k8s.io/apiserver/pkg/server"
+	_ "k8s.io/apiserver/pkg/server/options"
+	_ "k8s.io/apiserver/pkg/registry/rest"
+	_ "k8s.io/apiserver/pkg/storage"
+	_ "k8s.io/client-go/kubernetes"
+	_ "k8s.io/client-go/tools/cache"
+	_ "k8s.io/client-go/dynamic"
+	_ "k8s.io/component-base/cli"
+	_ "k8s.io/component-base/logs"
+	_ "k8s.io/component-base/metrics"
+	_ "k8s.io/component-base/version/verflag"
+	_ "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+	_ "k8s.io/kube-openapi/pkg/common"
+	_ "k8s.io/utils/ptr"
+	_ "k8s.io/klog/v2"
+)
