@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Shared settings and helpers for the hack/ scripts. Source it, don't run it:
+#
+#   source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+#
+# Everything built lands under ${OUTPUT_DIR} (default: <repo>/_output, which
+# is git-ignored), keyed by version, so a second run reuses the binaries:
+#
+#   _output/bin/etcd-v3.7.3/etcd
+#   _output/bin/kubectl-v1.37.2/kubectl
+#   _output/bin/kube-apiserver-v1.37.2/kube-apiserver (+ .stamp)
+#   _output/build/<name>-<version>/   generated wrapper Go modules
+#   _output/tmp/                      scratch space for smoke tests
+#
+# PEERDISCOVERY_OUTPUT_DIR overrides the output folder (e.g. to share the
+# binaries between several clones on one machine).
+
+if [[ -n "${PEERDISCOVERY_COMMON_SOURCED:-}" ]]; then
+  return 0
+fi
+PEERDISCOVERY_COMMON_SOURCED=1
+
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
+OUTPUT_DIR="${PEERDISCOVERY_OUTPUT_DIR:-${REPO_ROOT}/_output}"
+BIN_DIR="${OUTPUT_DIR}/bin"
+BUILD_DIR="${OUTPUT_DIR}/build"
+TMP_DIR="${OUTPUT_DIR}/tmp"
+
+# The module path of this repository (the filter's module).
+MAIN_MODULE="sigs.k8s.io/peerdiscovery"
+
+# Versions of the real binaries the end-to-end tests run.
+ETCD_VERSION="v3.7.3"
+# Space-separated; the oldest first.
+KUBE_VERSIONS="v1.36.3 v1.37.2"
+KUBECTL_VERSION="v1.37.2"
+
+export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
+export ETCD_VERSION KUBE_VERSIONS KUBECTL_VERSION
+
+# Paths of the built binaries.
+etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
+kubectl_bin() { echo "${BIN_DIR}/kubectl-${KUBECTL_VERSION}/kubectl"; }
+kube_apiserver_bin() { echo "${BIN_DIR}/kube-apiserver-${1:?version}/kube-apiserver"; }
+
+# Logging: everything goes to stderr so stdout stays usable for results.
+log::_ts() { date -u +'%H:%M:%S'; }
+log::info() { echo "[$(log::_ts)] ${*}" >&2; }
+log::warn() { echo "[$(log::_ts)] WARNING: ${*}" >&2; }
+log::error() { echo "[$(log::_ts)] ERROR: ${*}" >&2; }
+die() {
+  log::error "${@}"
+  exit 1
+}
+
+# require_cmd NAME... fails unless every command is on PATH.
+require_cmd() {
+  local c
+  for c in "$@"; do
+    command -v "${c}" >/dev/null 2>&1 || die "required command not found: ${c}"
+  done
+}
+
+# is_known_kube_version VERSION succeeds if VERSION is one of KUBE_VERSIONS.
+is_known_kube_version() {
+  local v
+  for v in ${KUBE_VERSIONS}; do
+    [[ "${v}" == "${1}" ]] && return 0
+  done
+  return 1
+}
+
+# semver_parts VERSION sets the globals MAJOR, MINOR, PATCH from vX.Y.Z.
+# shellcheck disable=SC2034 # read by the callers
+semver_parts() {
+  local v="${1#v}"
+  if [[ ! "${v}" =~ ^([0-9]+)\.([0-9]+)\.([0-9]+)$ ]]; then
+    die "not a release version (vX.Y.Z): ${1}"
+  fi
+  MAJOR="${BASH_REMATCH[1]}"
+  MINOR="${BASH_REMATCH[2]}"
+  PATCH="${BASH_REMATCH[3]}"
+}
+
+# with_lock FILE CMD... runs CMD holding an exclusive flock on FILE, so two
+# scripts (or two test processes) building the same binary don't race.
+with_lock() {
+  local lock="${1}"
+  shift
+  mkdir -p "$(dirname "${lock}")"
+  (
+    flock 9
+    "$@"
+  ) 9>"${lock}"
+}
+
+# elapsed_since START_SECONDS prints "Ns".
+elapsed_since() { echo "$(($(date +%s) - ${1}))s"; }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Fails when generated code (or the API rule violation list) is not what
+# hack/update-codegen.sh produces from the current API types.
+set -o errexit -o nounset -o pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+TMP="$(mktemp -d)"
+trap 'rm -rf "${TMP}"' EXIT
+
+# Generate into a copy of the tree so the working tree is never touched.
+mkdir -p "${TMP}/tree"
+( cd "${REPO_ROOT}" && git ls-files --cached --others --exclude-standard -z | xargs -0 cp --parents -t "${TMP}/tree" )
+( cd "${TMP}/tree" && ./hack/update-codegen.sh >"${TMP}/codegen.log" 2>&1 ) || { cat "${TMP}/codegen.log"; exit 1; }
+
+status=0
+for d in pkg/apis pkg/generated hack/api-rules-violations.list; do
+    if ! diff -Naupr "${REPO_ROOT}/${d}" "${TMP}/tree/${d}"; then
+        status=1
+    fi
+done
+if [[ ${status} -ne 0 ]]; then
+    echo "generated code is out of date: run hack/update-codegen.sh" >&2
+    exit 1
+fi
+echo "generated code is up to date"

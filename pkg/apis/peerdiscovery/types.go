@@ -1,0 +1,285 @@
+package peerdiscovery
+
+import (
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PeerSource says where a peer was learned from.
+type PeerSource string
+
+const (
+	// PeerSourceRegistrationLease is the peerdiscovery registration Lease that
+	// the filter publishes on every kube-apiserver that carries it.
+	PeerSourceRegistrationLease PeerSource = "RegistrationLease"
+	// PeerSourceIdentityLease is upstream's kube-apiserver identity Lease
+	// carrying the kubernetes.io/peer-advertise-address annotation.
+	PeerSourceIdentityLease PeerSource = "IdentityLease"
+	// PeerSourceEndpointSlice is an address of the default/kubernetes Service.
+	PeerSourceEndpointSlice PeerSource = "EndpointSlice"
+)
+
+// ConditionReady is the condition type that says whether a peer can be
+// proxied to: it is reachable and its discovery is fresh.
+const ConditionReady = "Ready"
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// APIServerPeer is one kube-apiserver of the control plane, as seen by
+// peerdiscovery: where it is reached, what it runs and whether its discovery
+// could be read.
+type APIServerPeer struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   APIServerPeerSpec   `json:"spec,omitempty"`
+	Status APIServerPeerStatus `json:"status,omitempty"`
+}
+
+// APIServerPeerSpec is what identifies a peer and how it is reached.
+type APIServerPeerSpec struct {
+	// ServerID is the kube-apiserver's identity (its identity Lease holder),
+	// or its address when it was learned from an EndpointSlice only.
+	ServerID string `json:"serverID"`
+	// Endpoint is the host:port other servers use to reach it.
+	Endpoint string `json:"endpoint"`
+	// BinaryVersion is the kube-apiserver's version (gitVersion).
+	// +optional
+	BinaryVersion string `json:"binaryVersion,omitempty"`
+	// Sources lists where the peer was learned from, sorted.
+	// +listType=set
+	Sources []PeerSource `json:"sources,omitempty"`
+}
+
+// APIServerPeerStatus is the observed state of a peer.
+type APIServerPeerStatus struct {
+	// Conditions holds Ready, with a reason and message when False.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// LastSyncTime is when its discovery was last read successfully.
+	// +optional
+	LastSyncTime *metav1.Time `json:"lastSyncTime,omitempty"`
+	// DiscoveryETag is the ETag of its last good /apis document.
+	// +optional
+	DiscoveryETag string `json:"discoveryETag,omitempty"`
+	// Stale is true when the last good document is kept after failed reads.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
+	// GroupCount is the number of API groups it serves.
+	GroupCount int32 `json:"groupCount"`
+	// ResourceCount is the number of group/version/resources it serves.
+	ResourceCount int32 `json:"resourceCount"`
+	// LastError is the last failure reading the peer, empty when healthy.
+	// +optional
+	LastError string `json:"lastError,omitempty"`
+	// LeftTime is set when the peer left; it stays listed until its
+	// tombstone expires so its APIs answer 503, not 404.
+	// +optional
+	LeftTime *metav1.Time `json:"leftTime,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// APIServerPeerList is a list of APIServerPeer.
+type APIServerPeerList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []APIServerPeer `json:"items"`
+}
+
+// PeerAggregatedDiscoveryName is the name of the singleton
+// PeerAggregatedDiscovery object.
+const PeerAggregatedDiscoveryName = "cluster"
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// PeerAggregatedDiscovery is the merged discovery of every peer, in
+// apidiscovery.k8s.io/v2 shape. There is one, named "cluster".
+type PeerAggregatedDiscovery struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Status PeerAggregatedDiscoveryStatus `json:"status,omitempty"`
+}
+
+// PeerAggregatedDiscoveryStatus holds the merged documents.
+type PeerAggregatedDiscoveryStatus struct {
+	// API is the merged legacy (/api) document.
+	API DiscoveryDocument `json:"api"`
+	// APIs is the merged /apis document.
+	APIs DiscoveryDocument `json:"apis"`
+	// Sources lists the peers merged, in merge order (by server ID).
+	// +listType=map
+	// +listMapKey=serverID
+	// +optional
+	Sources []DiscoverySource `json:"sources,omitempty"`
+}
+
+// DiscoveryDocument is one merged discovery document and its ETag.
+type DiscoveryDocument struct {
+	// ETag is the hex SHA-512 of the JSON of Items, as upstream computes it.
+	ETag string `json:"etag"`
+	// Items are the merged groups.
+	// +listType=atomic
+	Items []apidiscoveryv2.APIGroupDiscovery `json:"items"`
+}
+
+// DiscoverySource is one peer's contribution to the merged view.
+type DiscoverySource struct {
+	ServerID string `json:"serverID"`
+	// APIETag and APIsETag are the ETags of the peer's /api and /apis.
+	// +optional
+	APIETag string `json:"apiETag,omitempty"`
+	// +optional
+	APIsETag string `json:"apisETag,omitempty"`
+	// Stale is true when the peer's last good document was used.
+	// +optional
+	Stale bool `json:"stale,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// PeerAggregatedDiscoveryList is a list of PeerAggregatedDiscovery.
+type PeerAggregatedDiscoveryList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []PeerAggregatedDiscovery `json:"items"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// PeerRoutingTable says which peers serve one group/version/resource.
+// Its name is resource.version.group ("pods.v1.core" for the core group).
+type PeerRoutingTable struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   PeerRoutingTableSpec   `json:"spec,omitempty"`
+	Status PeerRoutingTableStatus `json:"status,omitempty"`
+}
+
+// PeerRoutingTableSpec names the GVR.
+type PeerRoutingTableSpec struct {
+	// Group is empty for the core group.
+	// +optional
+	Group    string `json:"group"`
+	Version  string `json:"version"`
+	Resource string `json:"resource"`
+	// Scope is Namespaced or Cluster.
+	Scope apidiscoveryv2.ResourceScope `json:"scope"`
+}
+
+// PeerRoutingTableStatus says who serves the GVR.
+type PeerRoutingTableStatus struct {
+	// Peers are the servers that serve the GVR, sorted by server ID.
+	// +listType=map
+	// +listMapKey=serverID
+	// +optional
+	Peers []RoutingPeer `json:"peers,omitempty"`
+	// ReadyPeers counts the Peers that are ready proxy targets.
+	ReadyPeers int32 `json:"readyPeers"`
+	// TotalPeers counts every known peer, serving the GVR or not.
+	TotalPeers int32 `json:"totalPeers"`
+	// ServedByAll is true when every known peer serves the GVR, so no
+	// request for it is ever proxied.
+	ServedByAll bool `json:"servedByAll"`
+	// ClusterWide is true for a CRD or an aggregated APIService: every
+	// server serves it, so it is never proxied.
+	ClusterWide bool `json:"clusterWide"`
+	// ClusterWideSource is CustomResourceDefinition or APIService.
+	// +optional
+	ClusterWideSource string `json:"clusterWideSource,omitempty"`
+}
+
+// RoutingPeer is one server that serves a GVR.
+type RoutingPeer struct {
+	ServerID string `json:"serverID"`
+	Endpoint string `json:"endpoint"`
+	// Ready is true when requests may be proxied to it.
+	Ready bool `json:"ready"`
+	// Left is true when the peer has left and is kept until its tombstone
+	// expires (its GVRs answer 503, not 404).
+	// +optional
+	Left bool `json:"left,omitempty"`
+}
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// PeerRoutingTableList is a list of PeerRoutingTable.
+type PeerRoutingTableList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	Items []PeerRoutingTable `json:"items"`
+}
+
+// RouteDecision is what the filter does with a request.
+type RouteDecision string
+
+const (
+	// RouteLocal serves the request on the receiving server.
+	RouteLocal RouteDecision = "Local"
+	// RouteProxy sends the request to a peer.
+	RouteProxy RouteDecision = "Proxy"
+	// RouteNotFound passes the request to the local chain, which answers 404:
+	// no peer knows the resource.
+	RouteNotFound RouteDecision = "NotFound"
+	// RouteUnavailable answers 503 with Retry-After: peers serve the resource
+	// but none can be reached now.
+	RouteUnavailable RouteDecision = "Unavailable"
+)
+
+// +k8s:deepcopy-gen:interfaces=k8s.io/apimachinery/pkg/runtime.Object
+
+// RouteReview asks what the filter would do with a request, and why.
+// Like SubjectAccessReview it is create-only and never stored.
+type RouteReview struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec RouteReviewSpec `json:"spec"`
+	// +optional
+	Status RouteReviewStatus `json:"status,omitempty"`
+}
+
+// RouteReviewSpec is the request to explain.
+type RouteReviewSpec struct {
+	// Verb is the HTTP method (GET, POST, ...) or the Kubernetes verb.
+	Verb string `json:"verb"`
+	// Path is the request path, e.g. /apis/apps/v1/namespaces/x/deployments.
+	Path string `json:"path"`
+	// SourcePeer is the server ID that receives the request; empty means a
+	// server that serves nothing but what every peer serves.
+	// +optional
+	SourcePeer string `json:"sourcePeer,omitempty"`
+}
+
+// RouteReviewStatus is the answer.
+type RouteReviewStatus struct {
+	Decision RouteDecision `json:"decision"`
+	// Target is the server ID the request would be proxied to.
+	// +optional
+	Target string `json:"target,omitempty"`
+	// TargetEndpoint is Target's host:port.
+	// +optional
+	TargetEndpoint string `json:"targetEndpoint,omitempty"`
+	// Candidates are the peers serving the resource, in the order they
+	// would be tried.
+	// +listType=atomic
+	// +optional
+	Candidates []RoutingPeer `json:"candidates,omitempty"`
+	// Group, Version and Resource are parsed from the path; empty for a
+	// non-resource request.
+	// +optional
+	Group string `json:"group,omitempty"`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Resource string `json:"resource,omitempty"`
+	// Reason explains the decision.
+	Reason string `json:"reason"`
+}

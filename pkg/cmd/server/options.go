@@ -1,0 +1,189 @@
+// Package server holds the peerdiscovery-apiserver command: its options,
+// their validation and the Options -> Config -> Complete -> New -> Run flow.
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/spf13/cobra"
+	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/endpoints/openapi"
+	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericoptions "k8s.io/apiserver/pkg/server/options"
+	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	cliflag "k8s.io/component-base/cli/flag"
+	"k8s.io/component-base/cli/globalflag"
+	basecompatibility "k8s.io/component-base/compatibility"
+	"k8s.io/component-base/logs"
+	logsapi "k8s.io/component-base/logs/api/v1"
+	"k8s.io/component-base/term"
+	baseversion "k8s.io/component-base/version"
+	"k8s.io/component-base/version/verflag"
+	"k8s.io/klog/v2"
+	netutils "k8s.io/utils/net"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/apiserver"
+	"sigs.k8s.io/peerdiscovery/pkg/engine"
+	generatedopenapi "sigs.k8s.io/peerdiscovery/pkg/generated/openapi"
+)
+
+func init() {
+	// Logging features (contextual logging, ...) live in the server's gate.
+	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
+}
+
+// Options are the command line options of peerdiscovery-apiserver.
+type Options struct {
+	// RecommendedOptions without etcd (state is derived from live peers,
+	// nothing to persist) and without admission (nothing is written).
+	RecommendedOptions *genericoptions.RecommendedOptions
+	Logs               *logsapi.LoggingConfiguration
+	Engine             *engine.Options
+
+	// StaleAfter is how old the computed view may get before /readyz fails.
+	StaleAfter time.Duration
+	// AlternateDNS are extra names for the self-signed serving certificate.
+	AlternateDNS []string
+}
+
+// NewOptions returns options with defaults.
+func NewOptions() *Options {
+	ro := genericoptions.NewRecommendedOptions("", apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
+	ro.Etcd = nil
+	ro.Admission = nil
+	// Self-signed certificates land here when no --tls-cert-file is given;
+	// a directory under /tmp works with a read-only root filesystem.
+	ro.SecureServing.ServerCert.CertDirectory = ""
+	ro.SecureServing.BindPort = 6443
+	return &Options{
+		RecommendedOptions: ro,
+		Logs:               logsapi.NewLoggingConfiguration(),
+		Engine:             engine.NewOptions(),
+		StaleAfter:         2 * time.Minute,
+	}
+}
+
+// Flags returns the options as named flag sets, for readable --help.
+func (o *Options) Flags() cliflag.NamedFlagSets {
+	var fss cliflag.NamedFlagSets
+	ro := o.RecommendedOptions
+	ro.SecureServing.AddFlags(fss.FlagSet("secure serving"))
+	ro.Authentication.AddFlags(fss.FlagSet("authentication"))
+	ro.Authorization.AddFlags(fss.FlagSet("authorization"))
+	ro.Audit.AddFlags(fss.FlagSet("auditing"))
+	ro.Features.AddFlags(fss.FlagSet("features"))
+	ro.CoreAPI.AddFlags(fss.FlagSet("kubernetes client"))
+	ro.EgressSelector.AddFlags(fss.FlagSet("egress selector"))
+	ro.Traces.AddFlags(fss.FlagSet("traces"))
+	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("features"))
+
+	fs := fss.FlagSet("peerdiscovery")
+	o.Engine.AddFlags(fs)
+	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter,
+		"/readyz fails when the computed view is older than this (the engine recomputes at least every --refresh-interval).")
+	fs.StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
+		"Extra DNS names for the self-signed serving certificate used when --tls-cert-file is not set.")
+
+	logsapi.AddFlags(o.Logs, fss.FlagSet("logging"))
+	verflag.AddFlags(fss.FlagSet("global"))
+	globalflag.AddGlobalFlags(fss.FlagSet("global"), "peerdiscovery-apiserver", logs.SkipLoggingConfigurationFlags())
+	return fss
+}
+
+// Validate returns every problem with the options.
+func (o *Options) Validate() error {
+	errs := o.RecommendedOptions.Validate()
+	errs = append(errs, o.Engine.Validate()...)
+	if o.StaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
+	}
+	return utilerrors.NewAggregate(errs)
+}
+
+// Config turns validated options into a server config.
+func (o *Options) Config() (*apiserver.Config, error) {
+	ss := o.RecommendedOptions.SecureServing
+	if ss.ServerCert.CertKey.CertFile == "" && ss.ServerCert.CertDirectory == "" {
+		dir, err := tempCertDir()
+		if err != nil {
+			return nil, err
+		}
+		ss.ServerCert.CertDirectory = dir
+	}
+	if err := ss.MaybeDefaultWithSelfSignedCerts("localhost", o.AlternateDNS, []net.IP{netutils.ParseIPSloppy("127.0.0.1")}); err != nil {
+		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
+	}
+
+	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
+	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
+	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIConfig.Info.Title = "peerdiscovery"
+	cfg.OpenAPIConfig.Info.Version = baseversion.Get().GitVersion
+	cfg.OpenAPIV3Config = genericapiserver.DefaultOpenAPIV3Config(generatedopenapi.GetOpenAPIDefinitions, namer)
+	cfg.OpenAPIV3Config.Info.Title = "peerdiscovery"
+	cfg.OpenAPIV3Config.Info.Version = baseversion.Get().GitVersion
+	cfg.FeatureGate = utilfeature.DefaultFeatureGate
+	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+
+	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
+		return nil, err
+	}
+	return &apiserver.Config{
+		GenericConfig: cfg,
+		ExtraConfig:   apiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine},
+	}, nil
+}
+
+// NewCommand returns the peerdiscovery-apiserver command. run is called
+// with the built server; it must block until ctx is done.
+func NewCommand(ctx context.Context, o *Options, run func(context.Context, *Options, *apiserver.Server) error) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "peerdiscovery-apiserver",
+		Short: "Serves peerdiscovery.k8s.io: the peer-aggregated discovery and routing state of a kube-apiserver control plane",
+		Long: `peerdiscovery-apiserver is an extension API server, registered through an
+APIService, that learns the kube-apiservers of the control plane, reads their
+discovery, and serves the merged view (PeerAggregatedDiscovery), per-resource
+routing tables (PeerRoutingTable), the peers (APIServerPeer) and RouteReview.`,
+		SilenceUsage: true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			verflag.PrintAndExitIfRequested()
+			if err := logsapi.ValidateAndApply(o.Logs, utilfeature.DefaultFeatureGate); err != nil {
+				return err
+			}
+			cliflag.PrintFlags(cmd.Flags())
+			if err := o.Validate(); err != nil {
+				return err
+			}
+			cfg, err := o.Config()
+			if err != nil {
+				return err
+			}
+			srv, err := cfg.Complete().New()
+			if err != nil {
+				return err
+			}
+			klog.InfoS("Starting peerdiscovery-apiserver", "version", baseversion.Get().GitVersion,
+				"address", net.JoinHostPort(o.RecommendedOptions.SecureServing.BindAddress.String(), fmt.Sprint(o.RecommendedOptions.SecureServing.BindPort)))
+			return run(cmd.Context(), o, srv)
+		},
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("%q takes no arguments, got %q", cmd.CommandPath(), args)
+			}
+			return nil
+		},
+	}
+	cmd.SetContext(ctx)
+	fss := o.Flags()
+	for _, fs := range fss.FlagSets {
+		cmd.Flags().AddFlagSet(fs)
+	}
+	cols, _, _ := term.TerminalSize(cmd.OutOrStdout())
+	cliflag.SetUsageAndHelpFunc(cmd, fss, cols)
+	return cmd
+}

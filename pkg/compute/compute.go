@@ -1,0 +1,268 @@
+// Package compute turns the engine's knowledge of the peers (their states
+// and last good discovery documents) into the API objects served by
+// peerdiscovery-apiserver. It is pure: no I/O, no clock, no goroutines; the
+// same input gives deeply equal output on every replica.
+package compute
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
+)
+
+// Peer is everything the engine knows about one kube-apiserver.
+type Peer struct {
+	ServerID      string
+	Endpoint      string
+	BinaryVersion string
+	Sources       []v1alpha1.PeerSource
+
+	// Ready: reachable, and its discovery was read in the last refresh.
+	Ready           bool
+	ReadyReason     string
+	ReadyMessage    string
+	ReadyTransition time.Time
+	LastSyncTime    time.Time
+	LastError       string
+	Stale           bool
+
+	// Left is set once the peer's lease lapsed or was deleted; it is kept
+	// (tombstoned) so its GVRs answer 503 rather than 404.
+	Left     bool
+	LeftTime time.Time
+
+	// API and APIs are its last good /api and /apis documents; HasDocument
+	// is false until one was read.
+	HasDocument bool
+	API         []apidiscoveryv2.APIGroupDiscovery
+	APIs        []apidiscoveryv2.APIGroupDiscovery
+	APIETag     string
+	APIsETag    string
+}
+
+// Input is one complete state.
+type Input struct {
+	Peers []Peer
+	// ClusterWide maps group-versions served by every server (CRDs and
+	// APIServices with a service) to their source kind.
+	ClusterWide map[schema.GroupVersion]string
+	// Excluded drops group-versions everywhere: a deleted CRD's GV must never
+	// come back from a peer's stale document.
+	Excluded func(group, version string) bool
+}
+
+// Output is the computed objects.
+type Output struct {
+	Peers     []v1alpha1.APIServerPeer
+	Discovery *v1alpha1.PeerAggregatedDiscovery
+	Routes    []v1alpha1.PeerRoutingTable
+}
+
+// ClusterWide sources.
+const (
+	SourceCRD        = "CustomResourceDefinition"
+	SourceAPIService = "APIService"
+)
+
+// RouteName is the PeerRoutingTable name of a GVR: resource.version.group,
+// with "core" for the legacy group.
+func RouteName(gvr schema.GroupVersionResource) string {
+	g := gvr.Group
+	if g == "" {
+		g = "core"
+	}
+	return gvr.Resource + "." + gvr.Version + "." + g
+}
+
+// PeerName is the APIServerPeer name of a server ID: IDs learned from
+// EndpointSlices are addresses, which are not valid object names.
+func PeerName(serverID string) string {
+	r := strings.NewReplacer(":", "-", "[", "", "]", "", "_", "-")
+	return strings.ToLower(r.Replace(serverID))
+}
+
+// Compute builds every object from one state.
+func Compute(in Input) (Output, error) {
+	peers := make([]*Peer, len(in.Peers))
+	for i := range in.Peers {
+		peers[i] = &in.Peers[i]
+	}
+	sort.Slice(peers, func(i, j int) bool { return peers[i].ServerID < peers[j].ServerID })
+
+	disc, err := discovery(peers, in.Excluded)
+	if err != nil {
+		return Output{}, err
+	}
+	return Output{
+		Peers:     peerObjects(peers, in.Excluded),
+		Discovery: disc,
+		Routes:    routes(peers, in.ClusterWide, in.Excluded),
+	}, nil
+}
+
+func excluded(ex func(string, string) bool, g, v string) bool { return ex != nil && ex(g, v) }
+
+func peerObjects(peers []*Peer, ex func(string, string) bool) []v1alpha1.APIServerPeer {
+	out := make([]v1alpha1.APIServerPeer, 0, len(peers))
+	for _, p := range peers {
+		obj := v1alpha1.APIServerPeer{
+			ObjectMeta: metav1.ObjectMeta{Name: PeerName(p.ServerID)},
+			Spec: v1alpha1.APIServerPeerSpec{
+				ServerID: p.ServerID, Endpoint: p.Endpoint, BinaryVersion: p.BinaryVersion,
+				Sources: append([]v1alpha1.PeerSource(nil), p.Sources...),
+			},
+			Status: v1alpha1.APIServerPeerStatus{
+				DiscoveryETag: p.APIsETag,
+				Stale:         p.Stale,
+				LastError:     p.LastError,
+			},
+		}
+		sort.Slice(obj.Spec.Sources, func(i, j int) bool { return obj.Spec.Sources[i] < obj.Spec.Sources[j] })
+		status, reason, msg := metav1.ConditionFalse, p.ReadyReason, p.ReadyMessage
+		if p.Ready && !p.Left {
+			status = metav1.ConditionTrue
+		}
+		if reason == "" {
+			reason = "Unknown"
+		}
+		obj.Status.Conditions = []metav1.Condition{{
+			Type: v1alpha1.ConditionReady, Status: status, Reason: reason, Message: msg,
+			LastTransitionTime: metav1.NewTime(p.ReadyTransition),
+		}}
+		if !p.LastSyncTime.IsZero() {
+			t := metav1.NewTime(p.LastSyncTime)
+			obj.Status.LastSyncTime = &t
+		}
+		if p.Left {
+			t := metav1.NewTime(p.LeftTime)
+			obj.Status.LeftTime = &t
+		}
+		groups := map[string]bool{}
+		var resources int32
+		forEachResource(p, ex, func(gvr schema.GroupVersionResource, _ *apidiscoveryv2.APIResourceDiscovery) {
+			groups[gvr.Group] = true
+			resources++
+		})
+		obj.Status.GroupCount = int32(len(groups))
+		obj.Status.ResourceCount = resources
+		out = append(out, obj)
+	}
+	return out
+}
+
+// forEachResource visits every GVR of a peer's documents once, /api first.
+func forEachResource(p *Peer, ex func(string, string) bool, fn func(schema.GroupVersionResource, *apidiscoveryv2.APIResourceDiscovery)) {
+	if !p.HasDocument {
+		return
+	}
+	seen := map[schema.GroupVersionResource]bool{}
+	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{p.API, p.APIs} {
+		for gi := range doc {
+			g := &doc[gi]
+			for vi := range g.Versions {
+				v := &g.Versions[vi]
+				if excluded(ex, g.Name, v.Version) {
+					continue
+				}
+				for ri := range v.Resources {
+					r := &v.Resources[ri]
+					gvr := schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}
+					if seen[gvr] {
+						continue
+					}
+					seen[gvr] = true
+					fn(gvr, r)
+				}
+			}
+		}
+	}
+}
+
+func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggregatedDiscovery, error) {
+	var apiDocs, apisDocs []merge.PeerDocument
+	sources := []v1alpha1.DiscoverySource{}
+	for _, p := range peers {
+		// A peer that left no longer serves anything: its APIs leave the
+		// merged view (routes keep them as unavailable until the tombstone
+		// expires). A stale peer's last good document stays.
+		if p.Left || !p.HasDocument {
+			continue
+		}
+		apiDocs = append(apiDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.API})
+		apisDocs = append(apisDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.APIs})
+		sources = append(sources, v1alpha1.DiscoverySource{ServerID: p.ServerID, APIETag: p.APIETag, APIsETag: p.APIsETag, Stale: p.Stale})
+	}
+	api := merge.Merge(apiDocs, ex)
+	apis := merge.Merge(apisDocs, ex)
+	apiETag, err := merge.ETag(api)
+	if err != nil {
+		return nil, fmt.Errorf("hashing merged /api: %w", err)
+	}
+	apisETag, err := merge.ETag(apis)
+	if err != nil {
+		return nil, fmt.Errorf("hashing merged /apis: %w", err)
+	}
+	return &v1alpha1.PeerAggregatedDiscovery{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName},
+		Status: v1alpha1.PeerAggregatedDiscoveryStatus{
+			API:     v1alpha1.DiscoveryDocument{ETag: apiETag, Items: api},
+			APIs:    v1alpha1.DiscoveryDocument{ETag: apisETag, Items: apis},
+			Sources: sources,
+		},
+	}, nil
+}
+
+func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(string, string) bool) []v1alpha1.PeerRoutingTable {
+	type acc struct {
+		scope apidiscoveryv2.ResourceScope
+		peers []v1alpha1.RoutingPeer
+	}
+	byGVR := map[schema.GroupVersionResource]*acc{}
+	present := int32(0)
+	for _, p := range peers { // in ID order, so each route's peers are sorted
+		if !p.Left {
+			present++
+		}
+		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready && !p.Left, Left: p.Left}
+		forEachResource(p, ex, func(gvr schema.GroupVersionResource, r *apidiscoveryv2.APIResourceDiscovery) {
+			a := byGVR[gvr]
+			if a == nil {
+				a = &acc{scope: r.Scope}
+				byGVR[gvr] = a
+			}
+			a.peers = append(a.peers, rp)
+		})
+	}
+	out := make([]v1alpha1.PeerRoutingTable, 0, len(byGVR))
+	for gvr, a := range byGVR {
+		t := v1alpha1.PeerRoutingTable{
+			ObjectMeta: metav1.ObjectMeta{Name: RouteName(gvr)},
+			Spec:       v1alpha1.PeerRoutingTableSpec{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Scope: a.scope},
+			Status:     v1alpha1.PeerRoutingTableStatus{Peers: a.peers, TotalPeers: present},
+		}
+		serving := int32(0)
+		for _, p := range a.peers {
+			if p.Ready {
+				t.Status.ReadyPeers++
+			}
+			if !p.Left {
+				serving++
+			}
+		}
+		t.Status.ServedByAll = present > 0 && serving == present
+		if src, ok := clusterWide[gvr.GroupVersion()]; ok {
+			t.Status.ClusterWide, t.Status.ClusterWideSource = true, src
+		}
+		out = append(out, t)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"sync"
+
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+)
+
+// Upstream's metric name is kept (subsystem "apiserver") so dashboards built
+// for the built-in peer proxy keep working.
+var (
+	syncErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+		Subsystem:      "apiserver",
+		Name:           "peer_discovery_sync_errors_total",
+		Help:           "Total number of errors encountered while syncing discovery information from a peer kube-apiserver, by error type.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"type"})
+	scrapeDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      "peerdiscovery",
+		Name:           "scrape_duration_seconds",
+		Help:           "Time to read one peer's /api, /apis and /version, by result.",
+		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
+	peersGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "peerdiscovery",
+		Name:           "peers",
+		Help:           "Known kube-apiserver peers by state (ready, not_ready, left).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"state"})
+	routesGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "peerdiscovery",
+		Name:           "routes",
+		Help:           "Routing tables (GVRs) by kind: all, not_served_by_all (proxied somewhere), unavailable (no ready peer).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"kind"})
+	computeDuration = metrics.NewHistogram(&metrics.HistogramOpts{
+		Namespace:      "peerdiscovery",
+		Name:           "compute_duration_seconds",
+		Help:           "Time to merge discovery and compute routes from the peers' documents.",
+		Buckets:        []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
+		StabilityLevel: metrics.ALPHA,
+	})
+)
+
+var registerOnce sync.Once
+
+func registerMetrics() {
+	registerOnce.Do(func() {
+		legacyregistry.MustRegister(syncErrors, scrapeDuration, peersGauge, routesGauge, computeDuration)
+	})
+}

@@ -1,0 +1,83 @@
+package engine
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+// Options configure the peer engine.
+type Options struct {
+	PeerCAFile              string
+	PeerServerName          string
+	RefreshInterval         time.Duration
+	ScrapeTimeout           time.Duration
+	MaxDiscoveryBytes       int64
+	ScrapeConcurrency       int
+	TombstonePeriod         time.Duration
+	IdentityLeaseStaleAfter time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		PeerServerName:          "kubernetes.default.svc",
+		RefreshInterval:         10 * time.Second,
+		ScrapeTimeout:           5 * time.Second,
+		MaxDiscoveryBytes:       32 << 20,
+		ScrapeConcurrency:       8,
+		TombstonePeriod:         10 * time.Minute,
+		IdentityLeaseStaleAfter: 45 * time.Second,
+	}
+}
+
+// AddFlags adds the engine's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.PeerCAFile, "peer-ca-file", o.PeerCAFile,
+		"CA bundle that signs the kube-apiservers' serving certificates (as kube-apiserver's --peer-ca-file). Empty: the CA of the kubeconfig or in-cluster config.")
+	fs.StringVar(&o.PeerServerName, "peer-server-name", o.PeerServerName,
+		"Server name verified in peers' serving certificates.")
+	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval,
+		"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304).")
+	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout,
+		"Deadline for reading one peer's /api, /apis and /version.")
+	fs.Int64Var(&o.MaxDiscoveryBytes, "max-discovery-bytes", o.MaxDiscoveryBytes,
+		"Largest discovery document accepted from a peer.")
+	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency,
+		"Peers read at the same time.")
+	fs.DurationVar(&o.TombstonePeriod, "tombstone-period", o.TombstonePeriod,
+		"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404).")
+	fs.DurationVar(&o.IdentityLeaseStaleAfter, "identity-lease-stale-after", o.IdentityLeaseStaleAfter,
+		"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s).")
+}
+
+// Validate returns every problem with the options.
+func (o *Options) Validate() []error {
+	var errs []error
+	positive := map[string]time.Duration{
+		"--refresh-interval": o.RefreshInterval, "--scrape-timeout": o.ScrapeTimeout,
+		"--tombstone-period": o.TombstonePeriod, "--identity-lease-stale-after": o.IdentityLeaseStaleAfter,
+	}
+	for _, name := range []string{"--refresh-interval", "--scrape-timeout", "--tombstone-period", "--identity-lease-stale-after"} {
+		if positive[name] <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, positive[name]))
+		}
+	}
+	if o.MaxDiscoveryBytes < 1024 {
+		errs = append(errs, fmt.Errorf("--max-discovery-bytes must be at least 1024, got %d", o.MaxDiscoveryBytes))
+	}
+	if o.ScrapeConcurrency < 1 {
+		errs = append(errs, fmt.Errorf("--scrape-concurrency must be at least 1, got %d", o.ScrapeConcurrency))
+	}
+	if o.PeerServerName == "" {
+		errs = append(errs, fmt.Errorf("--peer-server-name must not be empty"))
+	}
+	if o.PeerCAFile != "" {
+		if _, err := os.Stat(o.PeerCAFile); err != nil {
+			errs = append(errs, fmt.Errorf("--peer-ca-file: %w", err))
+		}
+	}
+	return errs
+}

@@ -1,0 +1,78 @@
+package merge
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestResourceEqualIsDeepEqual pins resourceEqual to reflect.DeepEqual, which
+// upstream uses, nil-versus-empty distinctions included.
+func TestResourceEqualIsDeepEqual(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	pick := func(opts ...string) string { return opts[rng.IntN(len(opts))] }
+	strs := func() []string {
+		switch rng.IntN(4) {
+		case 0:
+			return nil
+		case 1:
+			return []string{}
+		case 2:
+			return []string{pick("get", "list")}
+		default:
+			return []string{"get", pick("list", "watch")}
+		}
+	}
+	gvk := func() *metav1.GroupVersionKind {
+		if rng.IntN(3) == 0 {
+			return nil
+		}
+		return &metav1.GroupVersionKind{Group: pick("", "g"), Version: "v1", Kind: pick("A", "B")}
+	}
+	gvks := func() []metav1.GroupVersionKind {
+		switch rng.IntN(3) {
+		case 0:
+			return nil
+		case 1:
+			return []metav1.GroupVersionKind{}
+		default:
+			return []metav1.GroupVersionKind{*gvk2(pick("A", "B"))}
+		}
+	}
+	subs := func() []apidiscoveryv2.APISubresourceDiscovery {
+		switch rng.IntN(3) {
+		case 0:
+			return nil
+		case 1:
+			return []apidiscoveryv2.APISubresourceDiscovery{}
+		default:
+			return []apidiscoveryv2.APISubresourceDiscovery{{Subresource: pick("status", "scale"), ResponseKind: gvk(), AcceptedTypes: gvks(), Verbs: strs()}}
+		}
+	}
+	gen := func() apidiscoveryv2.APIResourceDiscovery {
+		return apidiscoveryv2.APIResourceDiscovery{
+			Resource: pick("", "r"), ResponseKind: gvk(), Scope: apidiscoveryv2.ResourceScope(pick("", "Cluster")),
+			SingularResource: pick("", "s"), Verbs: strs(), ShortNames: strs(), Categories: strs(), Subresources: subs(),
+		}
+	}
+	equal := 0
+	for i := 0; i < 200000; i++ {
+		a, b := gen(), gen()
+		if got, want := resourceEqual(&a, &b), reflect.DeepEqual(a, b); got != want {
+			t.Fatalf("resourceEqual=%v DeepEqual=%v\na=%#v\nb=%#v", got, want, a, b)
+		}
+		if resourceEqual(&a, &b) {
+			equal++
+		}
+	}
+	if equal == 0 {
+		t.Fatal("generator never produced equal resources")
+	}
+}
+
+func gvk2(kind string) *metav1.GroupVersionKind {
+	return &metav1.GroupVersionKind{Group: "g", Version: "v1", Kind: kind}
+}

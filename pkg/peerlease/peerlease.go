@@ -1,0 +1,195 @@
+// Package peerlease owns the format of the Leases peers are learned from:
+// the registration Lease the filter publishes on every kube-apiserver that
+// carries it, and upstream's kube-apiserver identity Lease. The engine reads
+// both; the filter writes the registration Lease. It must compile against
+// k8s.io/* v0.36 and v0.37.
+package peerlease
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+const (
+	// Namespace holds every Lease of this package, as upstream's identity Leases.
+	Namespace = metav1.NamespaceSystem
+
+	// RegistrationLabel marks registration Leases; its value is the component.
+	RegistrationLabel = "peerdiscovery.k8s.io/registration"
+	// RegistrationComponent is RegistrationLabel's value for kube-apiservers.
+	RegistrationComponent = "kube-apiserver"
+	// EndpointAnnotation is the host:port peers use to reach the server.
+	EndpointAnnotation = "peerdiscovery.k8s.io/endpoint"
+	// BinaryVersionAnnotation is the server's gitVersion.
+	BinaryVersionAnnotation = "peerdiscovery.k8s.io/binary-version"
+	// NamePrefix starts every registration Lease name.
+	NamePrefix = "peerdiscovery-"
+
+	// DefaultDurationSeconds is short so that a dead server is noticed in
+	// seconds; the filter renews every DefaultRenewInterval.
+	DefaultDurationSeconds = 10
+	// DefaultRenewInterval is how often the filter renews its Lease.
+	DefaultRenewInterval = 3 * time.Second
+
+	// IdentityLabel is upstream's identity Lease label
+	// (k8s.io/kubernetes/pkg/controlplane/apiserver.IdentityLeaseComponentLabelKey).
+	IdentityLabel = "apiserver.kubernetes.io/identity"
+	// IdentityComponent is IdentityLabel's value for kube-apiservers.
+	IdentityComponent = "kube-apiserver"
+	// PeerAdvertiseAddressAnnotation is set by upstream on identity Leases
+	// when its UnknownVersionInteroperabilityProxy gate is on.
+	PeerAdvertiseAddressAnnotation = "kubernetes.io/peer-advertise-address"
+)
+
+// Registration is what one Lease says about one kube-apiserver.
+type Registration struct {
+	ServerID      string
+	Endpoint      string
+	BinaryVersion string
+	// RenewTime is the last renewal; Expires is when it lapses.
+	RenewTime time.Time
+	Expires   time.Time
+}
+
+// LeaseName is the registration Lease name of a server.
+func LeaseName(serverID string) string { return NamePrefix + serverID }
+
+// NewRegistrationLease builds (or renews, given the existing one) a
+// registration Lease.
+func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, binaryVersion string, now time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	if existing != nil {
+		l = existing.DeepCopy()
+	}
+	l.Name = LeaseName(serverID)
+	l.Namespace = Namespace
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[RegistrationLabel] = RegistrationComponent
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[EndpointAnnotation] = endpoint
+	l.Annotations[BinaryVersionAnnotation] = binaryVersion
+	holder := serverID
+	duration := int32(DefaultDurationSeconds)
+	renew := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity = &holder
+	l.Spec.LeaseDurationSeconds = &duration
+	l.Spec.RenewTime = &renew
+	if l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &renew
+	}
+	return l
+}
+
+// IsRegistration tells whether a Lease is a registration Lease.
+func IsRegistration(l *coordinationv1.Lease) bool {
+	return l.Namespace == Namespace && l.Labels[RegistrationLabel] == RegistrationComponent
+}
+
+// IsIdentity tells whether a Lease is an upstream kube-apiserver identity Lease.
+func IsIdentity(l *coordinationv1.Lease) bool {
+	return l.Namespace == Namespace && l.Labels[IdentityLabel] == IdentityComponent
+}
+
+// ParseRegistration reads a registration Lease. A broken one is an error,
+// never a guessed peer.
+func ParseRegistration(l *coordinationv1.Lease) (Registration, error) {
+	if !IsRegistration(l) {
+		return Registration{}, fmt.Errorf("lease %s/%s is not a registration lease", l.Namespace, l.Name)
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		return Registration{}, fmt.Errorf("lease %s/%s: no holderIdentity", l.Namespace, l.Name)
+	}
+	id := *l.Spec.HolderIdentity
+	if errs := validation.IsDNS1123Subdomain(id); len(errs) > 0 {
+		return Registration{}, fmt.Errorf("lease %s/%s: holderIdentity %q: %s", l.Namespace, l.Name, id, strings.Join(errs, "; "))
+	}
+	if l.Name != LeaseName(id) {
+		return Registration{}, fmt.Errorf("lease %s/%s: name does not match holderIdentity %q", l.Namespace, l.Name, id)
+	}
+	endpoint, err := ValidateEndpoint(l.Annotations[EndpointAnnotation])
+	if err != nil {
+		return Registration{}, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, EndpointAnnotation, err)
+	}
+	r := Registration{ServerID: id, Endpoint: endpoint, BinaryVersion: l.Annotations[BinaryVersionAnnotation]}
+	r.RenewTime, r.Expires = lapse(l, 0)
+	return r, nil
+}
+
+// ParseIdentity reads an upstream identity Lease. Its peer address is only
+// there when upstream's proxy gate is on; without it the peer has no
+// endpoint and the error says so. Identity Leases last an hour, so
+// staleAfter (since the last renewal, every 10s upstream) decides when the
+// server is gone.
+func ParseIdentity(l *coordinationv1.Lease, staleAfter time.Duration) (Registration, error) {
+	if !IsIdentity(l) {
+		return Registration{}, fmt.Errorf("lease %s/%s is not an identity lease", l.Namespace, l.Name)
+	}
+	// Upstream: name = server ID, holder = ID + "_" + uuid.
+	id := l.Name
+	raw, ok := l.Annotations[PeerAdvertiseAddressAnnotation]
+	if !ok {
+		return Registration{}, fmt.Errorf("lease %s/%s: no %s annotation", l.Namespace, l.Name, PeerAdvertiseAddressAnnotation)
+	}
+	endpoint, err := ValidateEndpoint(raw)
+	if err != nil {
+		return Registration{}, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, PeerAdvertiseAddressAnnotation, err)
+	}
+	r := Registration{ServerID: id, Endpoint: endpoint}
+	r.RenewTime, r.Expires = lapse(l, staleAfter)
+	return r, nil
+}
+
+// lapse returns the renewal time and when the lease lapses: renewal plus
+// the lease duration, or plus staleAfter when that is set and shorter.
+func lapse(l *coordinationv1.Lease, staleAfter time.Duration) (time.Time, time.Time) {
+	var renew time.Time
+	switch {
+	case l.Spec.RenewTime != nil:
+		renew = l.Spec.RenewTime.Time
+	case l.Spec.AcquireTime != nil:
+		renew = l.Spec.AcquireTime.Time
+	default:
+		renew = l.CreationTimestamp.Time
+	}
+	d := time.Duration(DefaultDurationSeconds) * time.Second
+	if l.Spec.LeaseDurationSeconds != nil && *l.Spec.LeaseDurationSeconds > 0 {
+		d = time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
+	}
+	if staleAfter > 0 && staleAfter < d {
+		d = staleAfter
+	}
+	return renew, renew.Add(d)
+}
+
+// ValidateEndpoint checks a host:port (an IP or DNS name and a port 1-65535)
+// and returns it normalised.
+func ValidateEndpoint(ep string) (string, error) {
+	host, port, err := net.SplitHostPort(ep)
+	if err != nil {
+		return "", fmt.Errorf("%q is not host:port: %w", ep, err)
+	}
+	if host == "" {
+		return "", fmt.Errorf("%q has no host", ep)
+	}
+	if ip := net.ParseIP(host); ip == nil {
+		if errs := validation.IsDNS1123Subdomain(host); len(errs) > 0 {
+			return "", fmt.Errorf("%q: host is neither an IP nor a DNS name", ep)
+		}
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return "", fmt.Errorf("%q: port must be 1-65535", ep)
+	}
+	return net.JoinHostPort(host, port), nil
+}

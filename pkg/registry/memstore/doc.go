@@ -1,0 +1,40 @@
+// Package memstore is the in-memory storage of the peerdiscovery extension
+// apiserver: a read-only-from-clients, watchable object store with real
+// Kubernetes list/watch semantics, without etcd. The state is derived from
+// live peers, so there is nothing to persist; the compute layer hands the
+// full desired set to Replace whenever it recomputes, and REST handlers
+// embed a *Store for get, list and watch.
+//
+// resourceVersions come from a Clock shared by all stores of the process:
+// epoch<<32 | counter with a random epoch per process. Replicas compute the
+// same objects independently but with different resourceVersions; a
+// resourceVersion from another replica (another epoch) is answered with
+// 410 Gone, so an informer that reconnects to another replica relists.
+//
+// Semantics decisions:
+//
+//   - Replace diffs by name and emits ADDED, MODIFIED, DELETED; objects
+//     equal ignoring resourceVersion, creationTimestamp, uid, generation and
+//     managedFields cause no event and no resourceVersion bump. The store
+//     owns those fields: uid is derived from resource and name (UID), so
+//     replicas agree and a deleted-then-recreated object gets the same uid;
+//     creationTimestamp is kept from first appearance; generation starts at
+//     1 and counts changes; managedFields are dropped.
+//   - Lists are sorted by name. Limit is ignored (all matching objects in one
+//     page, no continue token); a continue token is answered with 410.
+//   - List resourceVersion: "" and "0" serve the current state; NotOlderThan
+//     (or legacy unset match) X of this epoch serves the current state; Exact
+//     X serves the state at X, rebuilt from the event history (410 if older
+//     than the history). A future X of this epoch gives the standard
+//     "Too large resource version" timeout (504, cause
+//     ResourceVersionTooLarge); another epoch or a non-number gives 410.
+//     Get with a resourceVersion behaves like NotOlderThan.
+//   - The list resourceVersion is the clock's current value, read under the
+//     store lock: a watch from it replays exactly the later changes.
+//   - Watch errors about resourceVersion are returned from Watch (the REST
+//     layer answers with that status) rather than as an ERROR event.
+//   - WatcherBuffer counts Replace calls (one queue entry per Replace that
+//     changed something), so one large Replace does not end every watcher.
+//   - An alpha shard selector is honoured when ShardedListAndWatch is on,
+//     as the generic registry does.
+package memstore

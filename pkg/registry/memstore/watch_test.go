@@ -1,0 +1,543 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/storage"
+)
+
+// sentinel is added to a set to prove, by arriving next, that nothing else
+// was emitted before it. Its label matches the selectors used here.
+func sentinel(color string) *Widget { return wid("zz-sentinel", color, "team", "x") }
+
+func TestWatchStartingPoints(t *testing.T) {
+	initial := []*Widget{wid("a", "red"), wid("b", "blue")}
+	live := []*Widget{wid("a", "red"), wid("b", "blue"), wid("c", "red")}
+	addedInitial := []ev{{watch.Added, "a", "red"}, {watch.Added, "b", "blue"}}
+	addedLive := ev{watch.Added, "c", "red"}
+
+	tests := []struct {
+		name         string
+		opts         metainternalversion.ListOptions
+		wantInitial  []ev
+		wantEndMark  bool
+		wantLiveOnly bool
+	}{
+		{name: "rv unset: initial state then live", opts: metainternalversion.ListOptions{}, wantInitial: addedInitial},
+		{name: "rv 0: initial state then live", opts: metainternalversion.ListOptions{ResourceVersion: "0"}, wantInitial: addedInitial},
+		{name: "rv unset with bookmarks: no end bookmark without sendInitialEvents", opts: metainternalversion.ListOptions{AllowWatchBookmarks: true}, wantInitial: addedInitial},
+		{name: "sendInitialEvents=false: live only", opts: metainternalversion.ListOptions{SendInitialEvents: ptr(false)}, wantLiveOnly: true},
+		{name: "sendInitialEvents=false rv 0: live only", opts: metainternalversion.ListOptions{ResourceVersion: "0", SendInitialEvents: ptr(false)}, wantLiveOnly: true},
+		{name: "watch-list: initial state, end bookmark, live", opts: metainternalversion.ListOptions{
+			SendInitialEvents: ptr(true), AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		}, wantInitial: addedInitial, wantEndMark: true},
+		{name: "watch-list rv 0", opts: metainternalversion.ListOptions{
+			ResourceVersion: "0", SendInitialEvents: ptr(true), AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		}, wantInitial: addedInitial, wantEndMark: true},
+		{name: "sendInitialEvents without bookmarks: no end bookmark", opts: metainternalversion.ListOptions{
+			SendInitialEvents: ptr(true), ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+		}, wantInitial: addedInitial},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newWidgetStore(t, nil)
+			s.Replace(objs(initial...))
+			snapshotRV := s.clock.Current()
+			w := startWatch(t, s, &tt.opts)
+			s.Replace(objs(live...))
+
+			expectEvents(t, w, tt.wantInitial...)
+			if tt.wantEndMark {
+				e := next(t, w)
+				if e.Type != watch.Bookmark {
+					t.Fatalf("got %v, want the initial-events-end BOOKMARK", e.Type)
+				}
+				if _, ok := e.Object.(*Widget); !ok {
+					t.Fatalf("bookmark object %T, want an empty NewFunc object", e.Object)
+				}
+				if ok, err := storage.HasInitialEventsEndBookmarkAnnotation(e.Object); !ok || err != nil {
+					t.Fatalf("bookmark lacks %s: %v", metav1.InitialEventsAnnotationKey, e.Object.(*Widget).Annotations)
+				}
+				if got := rvOf(t, e.Object); got != snapshotRV {
+					t.Fatalf("bookmark RV %d, want snapshot RV %d", got, snapshotRV)
+				}
+				if e.Object.(*Widget).Name != "" {
+					t.Fatal("bookmark object is not empty")
+				}
+			}
+			expectEvents(t, w, addedLive)
+		})
+	}
+}
+
+func TestWatchFromResourceVersionReplaysExactly(t *testing.T) {
+	s := newWidgetStore(t, nil)
+	start := listWidgets(t, s, nil)
+	all := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: start.ResourceVersion})
+	sets := [][]*Widget{
+		{wid("a", "red")},
+		{wid("a", "red"), wid("b", "blue"), wid("c", "red")},
+		{wid("a", "blue"), wid("b", "blue"), wid("c", "red")},
+		{wid("a", "blue"), wid("b", "blue"), wid("c", "red")}, // no-op
+		{wid("c", "green")},
+		{wid("c", "green"), wid("d", "red")},
+	}
+	var listRVs []string
+	for _, set := range sets {
+		s.Replace(objs(set...))
+		listRVs = append(listRVs, listWidgets(t, s, nil).ResourceVersion)
+	}
+	var history []ev
+	var rvs []uint64
+	for len(history) < 8 { // events of the sets above
+		e := next(t, all)
+		history = append(history, summarize(e))
+		rvs = append(rvs, rvOf(t, e.Object))
+	}
+	// From every event RV and every list RV, exactly the later events.
+	froms := append([]string{start.ResourceVersion}, listRVs...)
+	for _, rv := range rvs {
+		froms = append(froms, strconv.FormatUint(rv, 10))
+	}
+	for _, from := range froms {
+		t.Run("from "+from, func(t *testing.T) {
+			fromRV, _ := strconv.ParseUint(from, 10, 64)
+			var want []ev
+			for i, rv := range rvs {
+				if rv > fromRV {
+					want = append(want, history[i])
+				}
+			}
+			w := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: from})
+			expectEvents(t, w, want...)
+			// Nothing else before a fresh change.
+			s.Replace(objs(wid("c", "green"), wid("d", "red"), sentinel(from)))
+			expectEvents(t, w, ev{watch.Added, "zz-sentinel", from})
+			s.Replace(objs(wid("c", "green"), wid("d", "red")))
+			expectEvents(t, w, ev{watch.Deleted, "zz-sentinel", from})
+			// Keep later subtests' expectations: drop the sentinel events
+			// from the picture by remembering them as history too.
+			history = append(history, ev{watch.Added, "zz-sentinel", from}, ev{watch.Deleted, "zz-sentinel", from})
+			rvs = append(rvs, s.ResourceVersion()-1, s.ResourceVersion())
+		})
+	}
+}
+
+func TestWatchResourceVersionErrors(t *testing.T) {
+	s := newWidgetStore(t, func(c *Config) { c.HistorySize = 3 })
+	s.Replace(objs(wid("a", "red")))
+	early := s.ResourceVersion()
+	for i := 0; i < 5; i++ {
+		s.Replace(objs(wid("a", fmt.Sprint(i))))
+	}
+	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
+	cur := s.clock.Current()
+	tests := []struct {
+		name  string
+		opts  metainternalversion.ListOptions
+		check func(error) bool
+	}{
+		{"older than history", metainternalversion.ListOptions{ResourceVersion: f(early)}, apierrors.IsResourceExpired},
+		{"other epoch", metainternalversion.ListOptions{ResourceVersion: f(uint64(otherEpoch)<<32 | 2)}, apierrors.IsResourceExpired},
+		{"epoch zero", metainternalversion.ListOptions{ResourceVersion: "7"}, apierrors.IsResourceExpired},
+		{"unparsable", metainternalversion.ListOptions{ResourceVersion: "x7"}, apierrors.IsResourceExpired},
+		{"future", metainternalversion.ListOptions{ResourceVersion: f(cur + 1)}, storage.IsTooLargeResourceVersion},
+		{"watch-list other epoch", metainternalversion.ListOptions{ResourceVersion: f(uint64(otherEpoch)<<32 | 2), SendInitialEvents: ptr(true), AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}, apierrors.IsResourceExpired},
+		{"watch-list future", metainternalversion.ListOptions{ResourceVersion: f(cur + 5), SendInitialEvents: ptr(true), AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan}, storage.IsTooLargeResourceVersion},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := s.Watch(context.Background(), &tt.opts)
+			if err == nil {
+				w.Stop()
+				t.Fatal("watch started, want an error")
+			}
+			if !tt.check(err) {
+				t.Fatalf("unexpected error %v", err)
+			}
+		})
+	}
+	if n := watcherCount(s); n != 0 {
+		t.Fatalf("%d watchers registered by failed calls", n)
+	}
+	// The oldest servable RV still works: the last compacted one.
+	w := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: f(s.compactedRV)})
+	expectEvents(t, w, ev{watch.Modified, "a", "2"}, ev{watch.Modified, "a", "3"}, ev{watch.Modified, "a", "4"})
+	// A watch-list from a past RV of this epoch serves the current state.
+	wl := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: f(early), SendInitialEvents: ptr(true), AllowWatchBookmarks: true, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	expectEvents(t, wl, ev{watch.Added, "a", "4"})
+}
+
+func TestWatchSelectorTransitions(t *testing.T) {
+	s := newWidgetStore(t, nil)
+	s.Replace(objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")))
+	tests := []struct {
+		name string
+		opts metainternalversion.ListOptions
+	}{
+		{"field selector", metainternalversion.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.color", "red")}},
+		{"label and field selector", metainternalversion.ListOptions{LabelSelector: labels.SelectorFromSet(labels.Set{"team": "x"}), FieldSelector: fields.OneTermEqualSelector("spec.color", "red")}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := startWatch(t, s, &tt.opts)
+			expectEvents(t, w, ev{watch.Added, "b", "red"}) // initial state, filtered
+
+			steps := []struct {
+				set  []*Widget
+				want []ev
+			}{
+				{[]*Widget{wid("a", "red", "team", "x"), wid("b", "red", "team", "x")}, []ev{{watch.Added, "a", "red"}}},               // starts matching
+				{[]*Widget{wid("a", "red", "team", "x", "v", "2"), wid("b", "red", "team", "x")}, []ev{{watch.Modified, "a", "red"}}},  // still matching
+				{[]*Widget{wid("a", "red", "team", "x", "v", "2"), wid("b", "green", "team", "x")}, []ev{{watch.Deleted, "b", "red"}}}, // stops matching: last matching content
+				{[]*Widget{wid("a", "red", "team", "x", "v", "2"), wid("b", "pink", "team", "x")}, nil},                                // change outside the selection
+				{[]*Widget{wid("b", "pink", "team", "x")}, []ev{{watch.Deleted, "a", "red"}}},                                          // deleted while matching
+				{[]*Widget{wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")}, []ev{{watch.Added, "b", "red"}}},              // back to the start
+			}
+			for i, st := range steps {
+				before := s.ResourceVersion()
+				s.Replace(objs(st.set...))
+				for _, e := range expectEvents(t, w, st.want...) {
+					if rv := rvOf(t, e.Object); rv <= before || rv > s.ResourceVersion() {
+						t.Fatalf("step %d: %s carries RV %d, want the event's RV in (%d, %d]", i, e.Type, rv, before, s.ResourceVersion())
+					}
+				}
+			}
+			// Nothing extra was emitted for the non-matching change.
+			s.Replace(objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x"), sentinel("red")))
+			expectEvents(t, w, ev{watch.Added, "zz-sentinel", "red"})
+			s.Replace(objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")))
+			expectEvents(t, w, ev{watch.Deleted, "zz-sentinel", "red"})
+		})
+	}
+}
+
+func TestPeriodicBookmarks(t *testing.T) {
+	s := newWidgetStore(t, func(c *Config) { c.BookmarkInterval = 5 * time.Millisecond })
+	s.Replace(objs(wid("a", "red")))
+	withBM := startWatch(t, s, &metainternalversion.ListOptions{AllowWatchBookmarks: true, SendInitialEvents: ptr(false)})
+	without := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
+
+	s.Replace(objs(wid("a", "blue")))
+	changeRV := s.ResourceVersion()
+	var lastRV uint64
+	sawEvent := false
+	bookmarks := 0
+	for bookmarks < 3 {
+		e := next(t, withBM)
+		switch e.Type {
+		case watch.Modified:
+			sawEvent = true
+		case watch.Bookmark:
+			if ok, _ := storage.HasInitialEventsEndBookmarkAnnotation(e.Object); ok {
+				t.Fatal("periodic bookmark carries the initial-events-end annotation")
+			}
+			if e.Object.(*Widget).Name != "" {
+				t.Fatal("bookmark object not empty")
+			}
+			rv := rvOf(t, e.Object)
+			if rv < lastRV {
+				t.Fatalf("bookmark RV went back %d → %d", lastRV, rv)
+			}
+			if sawEvent && rv < changeRV {
+				t.Fatalf("bookmark RV %d after an event at %d", rv, changeRV)
+			}
+			lastRV = rv
+			bookmarks++
+		default:
+			t.Fatalf("unexpected %v", e.Type)
+		}
+	}
+	if !sawEvent {
+		t.Fatal("change not delivered between bookmarks")
+	}
+	// The watcher that did not ask for bookmarks gets none.
+	s.Replace(objs(wid("a", "blue"), sentinel("red")))
+	for _, e := range []watch.Event{next(t, without), next(t, without)} {
+		if e.Type == watch.Bookmark {
+			t.Fatal("bookmark sent to a watcher that did not allow them")
+		}
+	}
+}
+
+func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
+	const buffer = 3
+	s := newWidgetStore(t, func(c *Config) { c.WatcherBuffer = buffer })
+	slow := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
+	fast := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
+
+	// The writer changes one object 50 times; the fast watcher keeps up,
+	// the slow one never reads. The writer must never wait for it.
+	const changes = 50
+	writer := make(chan error, 1)
+	go func() {
+		for i := 0; i < changes; i++ {
+			s.Replace(objs(wid("a", strconv.Itoa(i))))
+			want := ev{watch.Added, "a", "0"}
+			if i > 0 {
+				want = ev{watch.Modified, "a", strconv.Itoa(i)}
+			}
+			select {
+			case e, ok := <-fast.ResultChan():
+				if got := summarize(e); !ok || got != want {
+					writer <- fmt.Errorf("fast watcher event %d: %+v (open %v), want %+v", i, got, ok, want)
+					return
+				}
+			case <-time.After(eventually):
+				writer <- fmt.Errorf("fast watcher got no event %d", i)
+				return
+			}
+		}
+		writer <- nil
+	}()
+	select {
+	case err := <-writer:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(2 * eventually):
+		t.Fatal("writer blocked by a slow watcher")
+	}
+	// The slow one gets what was queued before it fell behind (in order, no
+	// gap), then its channel closes so the client re-watches.
+	got := expectClosed(t, slow)
+	if len(got) == 0 || len(got) > buffer+1 {
+		t.Fatalf("slow watcher drained %d events, want 1..%d", len(got), buffer+1)
+	}
+	for i, e := range got {
+		if c := summarize(e).Color; c != strconv.Itoa(i) {
+			t.Fatalf("slow watcher event %d has color %s", i, c)
+		}
+	}
+	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
+	// It can resume from its last RV.
+	w := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: strconv.FormatUint(rvOf(t, got[len(got)-1].Object), 10)})
+	expectEvents(t, w, ev{watch.Modified, "a", strconv.Itoa(len(got))})
+}
+
+func TestWatchEnds(t *testing.T) {
+	tests := []struct {
+		name string
+		opts metainternalversion.ListOptions
+		end  func(s *Store, w watch.Interface, cancel context.CancelFunc)
+	}{
+		{"context cancelled", metainternalversion.ListOptions{}, func(_ *Store, _ watch.Interface, cancel context.CancelFunc) { cancel() }},
+		{"watch stopped", metainternalversion.ListOptions{}, func(_ *Store, w watch.Interface, _ context.CancelFunc) { w.Stop(); w.Stop() }},
+		{"store stopped", metainternalversion.ListOptions{}, func(s *Store, _ watch.Interface, _ context.CancelFunc) { s.Stop(); s.Stop() }},
+		{"timeoutSeconds", metainternalversion.ListOptions{TimeoutSeconds: ptr(int64(1))}, func(*Store, watch.Interface, context.CancelFunc) {}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newWidgetStore(t, nil)
+			s.Replace(objs(wid("a", "red")))
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			w, err := s.Watch(ctx, &tt.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			expectEvents(t, w, ev{watch.Added, "a", "red"})
+			tt.end(s, w, cancel)
+			got := expectClosed(t, w)
+			if tt.name != "timeoutSeconds" && len(got) != 0 {
+				t.Fatalf("events after the end: %v", got)
+			}
+			waitFor(t, "watcher to be forgotten", func() bool { return watcherCount(s) == 0 })
+			s.Replace(objs(wid("a", "blue"))) // the writer is unaffected
+		})
+	}
+}
+
+func TestStopEndsAllWatchersAndRefusesNew(t *testing.T) {
+	s := newWidgetStore(t, nil)
+	var ws []watch.Interface
+	for i := 0; i < 10; i++ {
+		ws = append(ws, startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)}))
+	}
+	s.Stop()
+	for _, w := range ws {
+		expectClosed(t, w)
+	}
+	if _, err := s.Watch(context.Background(), nil); !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("Watch after Stop: %v", err)
+	}
+	s.Replace(objs(wid("a", "red")))
+	if n := len(listWidgets(t, s, nil).Items); n != 1 {
+		t.Fatalf("List after Stop: %d items", n)
+	}
+}
+
+// TestConcurrentWatchersStayConsistent runs writers, readers and many
+// watchers at once (meaningful under -race) and checks every watcher's
+// view: its initial state plus its events must equal a List with the same
+// selector at the RV of its last event.
+func TestConcurrentWatchersStayConsistent(t *testing.T) {
+	s := newWidgetStore(t, func(c *Config) {
+		c.BookmarkInterval = time.Millisecond
+		c.WatcherBuffer = 1000
+		c.HistorySize = 100000
+	})
+	colors := []string{"red", "blue", "green"}
+	randomSet := func(r *rand.Rand) []*Widget {
+		var set []*Widget
+		for i := 0; i < 20; i++ {
+			if r.Intn(3) > 0 {
+				set = append(set, wid(fmt.Sprintf("w%02d", i), colors[r.Intn(len(colors))], "shard", strconv.Itoa(i%2)))
+			}
+		}
+		return set
+	}
+	s.Replace(objs(randomSet(rand.New(rand.NewSource(1)))...))
+
+	const watchers = 32
+	const rounds = 80
+	type result struct {
+		opts  metainternalversion.ListOptions
+		state map[string]string
+		rv    uint64
+		err   error
+	}
+	results := make([]result, watchers)
+	var wg, ready sync.WaitGroup
+	stopReaders := make(chan struct{})
+	var readers sync.WaitGroup
+	shard1 := mustLabels(t, "shard=1")
+	for i := 0; i < 4; i++ {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stopReaders:
+					return
+				default:
+				}
+				if _, err := s.List(context.Background(), &metainternalversion.ListOptions{LabelSelector: shard1}); err != nil {
+					t.Error(err)
+					return
+				}
+				_, _ = s.Get(context.Background(), "w03", nil)
+			}
+		}()
+	}
+	for i := 0; i < watchers; i++ {
+		opts := metainternalversion.ListOptions{AllowWatchBookmarks: i%2 == 0}
+		switch i % 4 {
+		case 1:
+			opts.FieldSelector = fields.OneTermEqualSelector("spec.color", "red")
+		case 2:
+			opts.LabelSelector = mustLabels(t, "shard=0")
+		case 3:
+			opts.SendInitialEvents = ptr(true)
+			opts.AllowWatchBookmarks = true
+			opts.ResourceVersionMatch = metav1.ResourceVersionMatchNotOlderThan
+		}
+		wg.Add(1)
+		ready.Add(1)
+		go func(i int, opts metainternalversion.ListOptions) {
+			defer wg.Done()
+			res := result{opts: opts, state: map[string]string{}}
+			defer func() { results[i] = res }()
+			// Half start from a list RV, half from the initial state, whose
+			// synthetic ADDED events come in name order, not RV order.
+			fromList := i%8 < 4
+			if fromList {
+				l, err := s.List(context.Background(), &opts)
+				if err != nil {
+					res.err = err
+					ready.Done()
+					return
+				}
+				res.state = state(l.(*WidgetList))
+				res.rv, res.err = strconv.ParseUint(l.(*WidgetList).ResourceVersion, 10, 64)
+				opts.ResourceVersion = l.(*WidgetList).ResourceVersion
+				opts.SendInitialEvents = nil
+				opts.ResourceVersionMatch = ""
+			}
+			w, err := s.Watch(context.Background(), &opts)
+			ready.Done()
+			if err != nil {
+				res.err = err
+				return
+			}
+			defer w.Stop()
+			for e := range w.ResultChan() {
+				wdg := e.Object.(*Widget)
+				rv, err := strconv.ParseUint(wdg.ResourceVersion, 10, 64)
+				if err != nil {
+					res.err = err
+					return
+				}
+				if (fromList || e.Type != watch.Added) && rv < res.rv {
+					res.err = fmt.Errorf("RV went back %d → %d on %s", res.rv, rv, e.Type)
+					return
+				}
+				res.rv = max(res.rv, rv)
+				switch e.Type {
+				case watch.Added, watch.Modified:
+					res.state[wdg.Name] = wdg.Spec.Color
+				case watch.Deleted:
+					delete(res.state, wdg.Name)
+				}
+				if e.Type != watch.Bookmark && wdg.Name == "zz-done" {
+					return
+				}
+			}
+			res.err = fmt.Errorf("watch closed early")
+		}(i, opts)
+	}
+	ready.Wait()
+	var writers sync.WaitGroup
+	for k := 0; k < 2; k++ {
+		writers.Add(1)
+		go func(seed int64) {
+			defer writers.Done()
+			r := rand.New(rand.NewSource(seed))
+			for j := 0; j < rounds; j++ {
+				s.Replace(objs(randomSet(r)...))
+			}
+		}(int64(k + 2))
+	}
+	writers.Wait()
+	// A final change every watcher sees: it matches every selector and
+	// sorts last, so it is the final Replace's last event.
+	final := append(randomSet(rand.New(rand.NewSource(99))), wid("zz-done", "red", "shard", "0"))
+	s.Replace(objs(final...))
+	finalRV := s.ResourceVersion()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(eventually):
+		t.Fatal("watchers did not all see the final change")
+	}
+	close(stopReaders)
+	readers.Wait()
+
+	for i, res := range results {
+		if res.err != nil {
+			t.Fatalf("watcher %d: %v", i, res.err)
+		}
+		if res.rv != finalRV {
+			t.Fatalf("watcher %d ended at RV %d, want %d", i, res.rv, finalRV)
+		}
+		opts := res.opts
+		opts.ResourceVersion, opts.ResourceVersionMatch, opts.SendInitialEvents = "", "", nil
+		want := state(listWidgets(t, s, &opts))
+		if fmt.Sprint(res.state) != fmt.Sprint(want) {
+			t.Fatalf("watcher %d (%+v) built\n%v\nList says\n%v", i, res.opts, res.state, want)
+		}
+	}
+}

@@ -1,0 +1,47 @@
+// Package peerdiscovery holds the REST storage of the peerdiscovery.k8s.io
+// resources: read-only views over in-memory stores that the peer engine fills
+// through Publish, and the create-only RouteReview.
+package peerdiscovery
+
+import (
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apiserver/pkg/registry/rest"
+
+	"sigs.k8s.io/peerdiscovery/pkg/registry/memstore"
+)
+
+// Category lets `kubectl get peerdiscovery` list every resource of the group.
+const Category = "peerdiscovery"
+
+// readOnlyREST serves get, list and watch from a memstore. It implements no
+// write verb, so the generic endpoint installer answers 405 to writes.
+type readOnlyREST struct {
+	*memstore.Store
+	rest.TableConvertor
+
+	newFunc     func() runtime.Object
+	newListFunc func() runtime.Object
+	singular    string
+	shortNames  []string
+}
+
+var (
+	_ rest.Getter               = &readOnlyREST{}
+	_ rest.Lister               = &readOnlyREST{}
+	_ rest.Watcher              = &readOnlyREST{}
+	_ rest.Scoper               = &readOnlyREST{}
+	_ rest.SingularNameProvider = &readOnlyREST{}
+	_ rest.ShortNamesProvider   = &readOnlyREST{}
+	_ rest.CategoriesProvider   = &readOnlyREST{}
+	_ rest.Storage              = &readOnlyREST{}
+)
+
+func (r *readOnlyREST) New() runtime.Object     { return r.newFunc() }
+func (r *readOnlyREST) NewList() runtime.Object { return r.newListFunc() }
+
+// Destroy is a no-op: the store is stopped by its owner, the ViewStore.
+func (r *readOnlyREST) Destroy()                {}
+func (r *readOnlyREST) NamespaceScoped() bool   { return false }
+func (r *readOnlyREST) GetSingularName() string { return r.singular }
+func (r *readOnlyREST) ShortNames() []string    { return r.shortNames }
+func (r *readOnlyREST) Categories() []string    { return []string{Category} }
