@@ -1,14 +1,39 @@
 // Package filter is the peerdiscovery request filter that runs inside every
-// kube-apiserver. It must compile against k8s.io/* v0.36.x and v0.37.x, so it
-// imports no generated clientset or informers (see docs/design.md).
+// kube-apiserver, innermost in the aggregator chain (after authentication,
+// audit, impersonation, APF and authorization), exactly where upstream wraps
+// its peer proxy. It routes each request its server cannot serve to a peer
+// that can, using the routing state served by peerdiscovery-apiserver, and
+// serves the peer-aggregated /apis.
+//
+// It must compile against k8s.io/* v0.36.x and v0.37.x, so it imports no
+// generated clientset or informers: it reads the peerdiscovery.k8s.io types
+// through a plain REST client (see docs/design.md).
 package filter
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
 
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/rest"
+	"k8s.io/component-base/version"
+	"k8s.io/klog/v2"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
+
+// PeerProxiedHeader marks a request a peer already proxied (upstream's name).
+const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
 
 // Options carries what the filter takes from kube-apiserver's own flags.
 // The flag names and meaning are upstream's (--peer-ca-file,
@@ -24,30 +49,200 @@ type Options struct {
 	// advertise address is set (--advertise-address, --secure-port).
 	AdvertiseAddress string
 	SecurePort       int
+
+	// Tuning, defaulted by New; not flags.
+	PeerServerName       string        // verified in peers' certificates
+	LocalRefreshInterval time.Duration // local discovery re-read
+	RetryAfterSeconds    int           // Retry-After on 503
+}
+
+// Validate returns every problem with the options, each naming its flag.
+func (o *Options) Validate() []error {
+	var errs []error
+	enabled := o.PeerCAFile != "" || o.ProxyClientCertFile != "" || o.ProxyClientKeyFile != ""
+	if !enabled {
+		return nil
+	}
+	if o.PeerCAFile == "" {
+		errs = append(errs, fmt.Errorf("--peer-ca-file is required to proxy to peers (with --proxy-client-cert-file and --proxy-client-key-file)"))
+	}
+	if o.ProxyClientCertFile == "" || o.ProxyClientKeyFile == "" {
+		errs = append(errs, fmt.Errorf("--proxy-client-cert-file and --proxy-client-key-file are required to proxy to peers: they carry the user's identity"))
+	}
+	if o.PeerAdvertiseIP != "" && net.ParseIP(o.PeerAdvertiseIP) == nil {
+		errs = append(errs, fmt.Errorf("--peer-advertise-ip %q is not an IP address", o.PeerAdvertiseIP))
+	}
+	if o.PeerAdvertisePort != "" {
+		if p, err := strconv.Atoi(o.PeerAdvertisePort); err != nil || p < 1 || p > 65535 {
+			errs = append(errs, fmt.Errorf("--peer-advertise-port %q must be a port number 1-65535", o.PeerAdvertisePort))
+		}
+	}
+	if _, err := o.endpoint(); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
+}
+
+// Enabled reports whether peer proxying is configured at all.
+func (o *Options) Enabled() bool { return o.PeerCAFile != "" }
+
+// endpoint is the host:port peers use to reach this server: the peer
+// advertise address, falling back to --advertise-address and --secure-port
+// (upstream's rule).
+func (o *Options) endpoint() (string, error) {
+	ip := o.PeerAdvertiseIP
+	if ip == "" {
+		ip = o.AdvertiseAddress
+	}
+	port := o.PeerAdvertisePort
+	if port == "" && o.SecurePort > 0 {
+		port = strconv.Itoa(o.SecurePort)
+	}
+	if ip == "" || port == "" {
+		return "", fmt.Errorf("no peer endpoint: set --peer-advertise-ip and --peer-advertise-port (or --advertise-address and --secure-port)")
+	}
+	if parsed := net.ParseIP(ip); parsed == nil || parsed.IsUnspecified() {
+		return "", fmt.Errorf("peer endpoint IP %q must be a specific address (set --peer-advertise-ip)", ip)
+	}
+	return net.JoinHostPort(ip, port), nil
 }
 
 // Filter is one kube-apiserver's peer routing filter.
 type Filter struct {
-	opts Options
+	opts     Options
+	endpoint string
+
+	// Set by WrapHandler from the aggregator's generic config.
+	serverID      string
+	binaryVersion string
+	serializer    runtime.NegotiatedSerializer
+
+	proxy     *proxier
+	local     *localDiscovery
+	state     *routingState
+	discovery *peerDiscovery
+
+	started atomic.Bool
 }
 
-// New validates the options and builds a filter.
+// New validates the options and builds a filter. A filter whose options
+// enable nothing (no --peer-ca-file) passes every request through.
 func New(opts Options) (*Filter, error) {
-	return &Filter{opts: opts}, nil
+	if errs := opts.Validate(); len(errs) > 0 {
+		return nil, fmt.Errorf("peerdiscovery filter: %v", errs)
+	}
+	if opts.PeerServerName == "" {
+		opts.PeerServerName = "kubernetes.default.svc"
+	}
+	if opts.LocalRefreshInterval == 0 {
+		opts.LocalRefreshInterval = 5 * time.Second
+	}
+	if opts.RetryAfterSeconds == 0 {
+		opts.RetryAfterSeconds = 5
+	}
+	registerMetrics()
+	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
+	if !opts.Enabled() {
+		return f, nil
+	}
+	ep, err := opts.endpoint()
+	if err != nil {
+		return nil, err
+	}
+	f.endpoint = ep
+	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName); err != nil {
+		return nil, err
+	}
+	f.discovery = newPeerDiscovery(f.local, f.state)
+	return f, nil
 }
 
-// WrapHandler wraps the innermost handler of the aggregator chain, exactly
-// where upstream wraps its peer proxy. c is the aggregator's generic config.
+// WrapHandler wraps the innermost handler of the aggregator chain. c is the
+// aggregator's generic config: it names this server (APIServerID) and gives
+// the serializer for error responses.
 func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Handler {
-	return h
+	if !f.opts.Enabled() {
+		return h
+	}
+	f.serverID = c.APIServerID
+	f.binaryVersion = version.Get().GitVersion
+	f.serializer = c.Serializer
+	return &handler{f: f, next: h}
 }
 
-// PostStartHook starts the filter's caches and registration.
-func (f *Filter) PostStartHook(ctx genericapiserver.PostStartHookContext) error {
+// PostStartHook starts the caches, the registration Lease and the
+// certificate reloaders. It never blocks startup: without
+// peerdiscovery-apiserver the server serves everything locally.
+func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) error {
+	if !f.opts.Enabled() {
+		return nil
+	}
+	if !f.started.CompareAndSwap(false, true) {
+		return nil
+	}
+	ctx := context.Context(hookCtx)
+	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
+	f.proxy.run(ctx)
+	if err := f.local.start(ctx, loopback, f.opts.LocalRefreshInterval); err != nil {
+		return err
+	}
+	if err := f.state.start(ctx, loopback); err != nil {
+		return err
+	}
+	if err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion); err != nil {
+		return err
+	}
+	klog.InfoS("peerdiscovery filter started", "serverID", f.serverID, "endpoint", f.endpoint)
 	return nil
 }
 
-// ReadyzCheck reports whether the filter's caches are synced.
+// ReadyzCheck reports the filter's cache state. It never fails: the server
+// must serve (locally) while peerdiscovery-apiserver is absent; the check's
+// detail and the peerdiscovery_filter_cache_synced metric say which.
 func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("peerdiscovery-filter", func(*http.Request) error { return nil })
+}
+
+// Synced reports whether both the local discovery and the routing caches
+// are filled, i.e. whether the filter routes.
+func (f *Filter) Synced() bool { return f.local.synced() && f.state.synced() }
+
+// handler is the wrapped chain.
+type handler struct {
+	f    *Filter
+	next http.Handler
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f := h.f
+	info, ok := apirequest.RequestInfoFrom(r.Context())
+	if !ok {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if !info.IsResourceRequest {
+		if f.discovery.serve(w, r, f.serializer, f.serverID) {
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	if !f.Synced() {
+		h.next.ServeHTTP(w, r)
+		return
+	}
+	req := routing.Request{
+		IsResourceRequest: true,
+		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
+		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
+	}
+	res := routing.Decide(f.state.table(), req, f.serverID, f.local)
+	switch res.Decision {
+	case v1alpha1.RouteProxy:
+		f.proxy.serve(w, r, res, f.serializer, f.opts.RetryAfterSeconds, h.next)
+	case v1alpha1.RouteUnavailable:
+		unavailable(w, r, f.serializer, req.GVR, res.Reason(), f.opts.RetryAfterSeconds)
+	default:
+		h.next.ServeHTTP(w, r)
+	}
 }

@@ -13,7 +13,7 @@ import (
 
 // ETag returns upstream's ETag for a list: the SHA-512 of the encoding/json
 // encoding of APIGroupDiscoveryList{Items: groups}, in upper-case hex
-// (k8s.io/apiserver v0.37.2 pkg/endpoints/discovery/aggregated/etag.go:83-90,
+// (k8s.io/apiserver v0.37.2 pkg/endpoints/discovery/aggregated/etag.go:78-85,
 // called with the whole list at peer_aggregated_handler.go:141-144). It is the
 // bare hash; upstream quotes it in the ETag header (etag.go:50).
 //

@@ -26,7 +26,7 @@ func TestETag(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// etag.go:83-90 upstream, transcribed.
+			// etag.go:78-85 upstream, transcribed.
 			b, err := json.Marshal(apidiscoveryv2.APIGroupDiscoveryList{Items: tc.groups})
 			if err != nil {
 				t.Fatal(err)

@@ -20,7 +20,8 @@
 //     by name, sorted by name, the later server's entry winning a name clash
 //     (PAH:382-401).
 //
-// Deliberate differences, all outside what real servers send:
+// Deliberate differences. Only the first can show with well-formed documents,
+// and then only in which server's Freshness or group metadata is kept:
 //
 //   - Upstream has one distinguished "local" server whose list it returns
 //     unmerged when nothing changed (PAH:166-168, :199-201); its Freshness and
@@ -34,15 +35,18 @@
 //     where it reads as a cycle and collapses the whole order to lexicographic.
 //     Validate rejects such documents anyway.
 //   - Documents with the same ServerID (upstream keys peers by ID in a map, so it
-//     cannot have them) are all merged, tied IDs ordered by their JSON encoding
-//     so the result stays independent of input order.
+//     cannot have them) are all merged, tied IDs ordered by content (a total
+//     order, see compareDeep) so the result stays independent of input order.
 //   - exclude drops group-versions from every document before merging, as
 //     upstream's GVExclusionManager filters peer documents before they reach the
 //     merge (k8s.io/apiserver v0.37.2 pkg/util/peerproxy/gv_exclusion_manager.go:
-//     396-454), so the order of what is left is the order upstream computes.
-//     Upstream skips that filtering for a peer with no excluded GVR and drops
-//     the TypeMeta of groups it rebuilds; Merge drops an excluded GV even when it
-//     lists no resources and keeps TypeMeta.
+//     399-468), so the order of what is left is the order upstream computes.
+//     Upstream skips that filtering for a peer with no excluded GVR (:431) and,
+//     when it does filter, drops the TypeMeta of every group (:449-451) and any
+//     group that had no versions to begin with (:463); Merge drops an excluded
+//     GV even when it lists no resources, keeps TypeMeta and keeps groups that
+//     never had versions. Upstream also never filters the local server's own
+//     document, which serves those GVs itself; Merge has no local document.
 //
 // Upstream only peer-aggregates /apis and drops the core group "" from peer
 // documents (k8s.io/apiserver v0.37.2 pkg/util/peerproxy/peer_discovery.go:
@@ -51,8 +55,7 @@
 package merge
 
 import (
-	"bytes"
-	"encoding/json"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -120,14 +123,9 @@ func sortDocs(docs []PeerDocument) []*PeerDocument {
 }
 
 func sortByContent(run []*PeerDocument) {
-	keys := make(map[*PeerDocument][]byte, len(run))
-	for _, d := range run {
-		// Marshalling discovery types cannot fail; an error would leave an empty
-		// key, which is still deterministic.
-		b, _ := json.Marshal(d.Groups)
-		keys[d] = b
-	}
-	sort.SliceStable(run, func(i, j int) bool { return bytes.Compare(keys[run[i]], keys[run[j]]) < 0 })
+	sort.SliceStable(run, func(i, j int) bool {
+		return compareDeep(reflect.ValueOf(run[i].Groups), reflect.ValueOf(run[j].Groups)) < 0
+	})
 }
 
 // groupAcc is one group as merged so far. Its slices may alias the inputs; they

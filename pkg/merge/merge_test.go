@@ -1,9 +1,11 @@
 package merge
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -374,4 +376,43 @@ func ids(docs []PeerDocument) []string {
 		out[i] = docs[i].ServerID
 	}
 	return out
+}
+
+func TestMergeSameIDIndistinguishableInJSON(t *testing.T) {
+	// Same ID, same JSON, different Go values (nil vs empty short names, a
+	// creation time within the same second): the result must still not depend
+	// on input order.
+	a := res("r", "get")
+	a.ShortNames = nil
+	b := res("r", "get")
+	b.ShortNames = []string{}
+	ga := grp("g", ver("v1", a))
+	gb := grp("g", ver("v1", b))
+	gb.CreationTimestamp = metav1.NewTime(time.Unix(0, 5))
+	docs := []PeerDocument{doc("x", ga), doc("x", gb)}
+	want := Merge(docs, nil)
+	if got := Merge([]PeerDocument{docs[1], docs[0]}, nil); !reflect.DeepEqual(got, want) {
+		t.Errorf("order matters: %#v vs %#v", got, want)
+	}
+}
+
+func TestCompareDeep(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	docs := []PeerDocument{}
+	for i := 0; i < 40; i++ {
+		d, _ := fuzzDocs([]byte{byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32()), byte(rng.Uint32())})
+		docs = append(docs, d...)
+	}
+	for i := range docs {
+		for j := range docs {
+			a, b := reflect.ValueOf(docs[i].Groups), reflect.ValueOf(docs[j].Groups)
+			c, r := compareDeep(a, b), compareDeep(b, a)
+			if c != -r {
+				t.Fatalf("not antisymmetric: %d vs %d", c, r)
+			}
+			if (c == 0) != reflect.DeepEqual(docs[i].Groups, docs[j].Groups) {
+				t.Fatalf("compareDeep==0 is %v, DeepEqual is %v\n%s\n%s", c == 0, !(c == 0), shape(docs[i].Groups), shape(docs[j].Groups))
+			}
+		}
+	}
 }

@@ -59,6 +59,9 @@ func TestValidate(t *testing.T) {
 			return []apidiscoveryv2.APIGroupDiscovery{grp("g.io", ver("v1", append(resources(MaxResourcesPerVersion-1), r)...))}
 		}()},
 
+		{name: "group name too long", groups: []apidiscoveryv2.APIGroupDiscovery{grp(long, ver("v1"))}, wantErr: "items[0].metadata.name: Too long"},
+		{name: "error names the group and version", groups: []apidiscoveryv2.APIGroupDiscovery{grp("ok.io", ver("v1")), grp("a.io", ver("v2", res("r", "get", "bad verb")))},
+			wantErr: `group "a.io" version "v2": items[1].versions[0].resources[0].verbs[1]: Invalid value: "bad verb"`},
 		{name: "invalid group name", groups: []apidiscoveryv2.APIGroupDiscovery{grp("Bad_Group", ver("v1"))}, wantErr: "items[0].metadata.name"},
 		{name: "duplicate group", groups: []apidiscoveryv2.APIGroupDiscovery{grp("a.io", ver("v1")), grp("a.io", ver("v2"))}, wantErr: "items[1].metadata.name: Duplicate"},
 		{name: "too many groups", groups: groups(MaxGroups + 1), wantErr: "items: Too many"},

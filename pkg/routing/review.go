@@ -63,11 +63,14 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec) (v1alpha1.RouteReviewStatus
 		return false
 	})
 	res := Decide(t, req, spec.SourcePeer, local)
-	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason}
+	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason()}
 	if info.IsResourceRequest {
 		status.Group, status.Version, status.Resource = req.GVR.Group, req.GVR.Version, req.GVR.Resource
 	}
-	peers := res.Known
+	var peers []Peer
+	if res.Route != nil {
+		peers = res.Route.Peers
+	}
 	if res.Decision == v1alpha1.RouteProxy {
 		peers = res.Candidates
 		status.Target, status.TargetEndpoint = res.Candidates[0].ID, res.Candidates[0].Endpoint

@@ -40,8 +40,15 @@ type Table struct {
 	routes map[schema.GroupVersionResource]*Route
 }
 
-// NewTable builds a table from PeerRoutingTable objects.
-func NewTable(tables []*v1alpha1.PeerRoutingTable) *Table {
+// NewTable builds a table from PeerRoutingTable objects. When peers are
+// given, each peer's own object decides its readiness and endpoint: a peer
+// going not-ready changes one APIServerPeer, and the filter must not wait
+// for every routing table naming it to be rewritten.
+func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPeer) *Table {
+	byID := make(map[string]Peer, len(peers))
+	for _, p := range peers {
+		byID[p.Spec.ServerID] = PeerFromObject(p)
+	}
 	t := &Table{routes: make(map[schema.GroupVersionResource]*Route, len(tables))}
 	for _, pt := range tables {
 		gvr := schema.GroupVersionResource{Group: pt.Spec.Group, Version: pt.Spec.Version, Resource: pt.Spec.Resource}
@@ -53,11 +60,26 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable) *Table {
 			Peers:             make([]Peer, 0, len(pt.Status.Peers)),
 		}
 		for _, p := range pt.Status.Peers {
+			if known, ok := byID[p.ServerID]; ok {
+				r.Peers = append(r.Peers, known)
+				continue
+			}
 			r.Peers = append(r.Peers, Peer{ID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
 		}
 		t.routes[gvr] = r
 	}
 	return t
+}
+
+// PeerFromObject reads a peer's routing facts from its APIServerPeer.
+func PeerFromObject(p *v1alpha1.APIServerPeer) Peer {
+	out := Peer{ID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil}
+	for _, c := range p.Status.Conditions {
+		if c.Type == v1alpha1.ConditionReady {
+			out.Ready = c.Status == "True" && !out.Left
+		}
+	}
+	return out
 }
 
 // Lookup returns the route of a GVR, or nil.
@@ -97,59 +119,116 @@ type LocalFunc func(schema.GroupVersionResource) bool
 // Serves implements Local.
 func (f LocalFunc) Serves(gvr schema.GroupVersionResource) bool { return f(gvr) }
 
+// why is the reason of a decision; the text is built only when asked, so
+// the filter's locally served path allocates nothing.
+type why int
+
+const (
+	whyNonResource why = iota
+	whyProxied
+	whyLocal
+	whyUnknown
+	whyClusterWide
+	whyOnlySelf
+	whyNoneReady
+	whyProxy
+)
+
 // Result is a decision and why.
 type Result struct {
 	Decision v1alpha1.RouteDecision
 	// Candidates are the ready peers to try, in order (Proxy only).
 	Candidates []Peer
-	// Known are every peer listed for the GVR, for explanations.
-	Known  []Peer
-	Reason string
+	// Route is the GVR's route, nil when none.
+	Route *Route
+	GVR   schema.GroupVersionResource
+	self  string
+	why   why
 }
 
-// Decide routes one request received by server self.
+// Reason explains the decision.
+func (r Result) Reason() string {
+	gvr := gvrString(r.GVR)
+	switch r.why {
+	case whyNonResource:
+		return "not a resource request"
+	case whyProxied:
+		return "already proxied by a peer; never proxied twice"
+	case whyLocal:
+		return gvr + " is served by this server"
+	case whyUnknown:
+		return "no peer serves " + gvr
+	case whyClusterWide:
+		return fmt.Sprintf("%s is cluster-wide (%s): every server serves it, never proxied", gvr, r.Route.ClusterWideSource)
+	case whyOnlySelf:
+		return gvr + " is listed only for this server, which does not serve it now"
+	case whyNoneReady:
+		var others []Peer
+		for _, p := range r.Route.Peers {
+			if p.ID != r.self {
+				others = append(others, p)
+			}
+		}
+		return fmt.Sprintf("%s is served by %s but none is ready", gvr, peerIDs(others))
+	case whyProxy:
+		return fmt.Sprintf("%s is not served here; proxy to %s (ready peers, in order: %s)", gvr, r.Candidates[0].ID, peerIDs(r.Candidates))
+	}
+	return ""
+}
+
+// Decide routes one request received by server self. The locally served
+// path does not allocate.
 func Decide(t *Table, req Request, self string, local Local) Result {
-	if !req.IsResourceRequest {
-		return Result{Decision: v1alpha1.RouteLocal, Reason: "not a resource request"}
+	res := Result{GVR: req.GVR, self: self}
+	switch {
+	case !req.IsResourceRequest:
+		res.Decision, res.why = v1alpha1.RouteLocal, whyNonResource
+		return res
+	case req.AlreadyProxied:
+		res.Decision, res.why = v1alpha1.RouteLocal, whyProxied
+		return res
+	case local != nil && local.Serves(req.GVR):
+		res.Decision, res.why = v1alpha1.RouteLocal, whyLocal
+		return res
 	}
-	if req.AlreadyProxied {
-		return Result{Decision: v1alpha1.RouteLocal, Reason: "already proxied by a peer; never proxied twice"}
-	}
-	gvr := req.GVR
-	if local != nil && local.Serves(gvr) {
-		return Result{Decision: v1alpha1.RouteLocal, Reason: fmt.Sprintf("%s is served by this server", gvrString(gvr))}
-	}
-	route := t.Lookup(gvr)
+	route := t.Lookup(req.GVR)
+	res.Route = route
 	if route == nil {
-		return Result{Decision: v1alpha1.RouteNotFound, Reason: fmt.Sprintf("no peer serves %s", gvrString(gvr))}
+		res.Decision, res.why = v1alpha1.RouteNotFound, whyUnknown
+		return res
 	}
 	if route.ClusterWide {
-		return Result{Decision: v1alpha1.RouteLocal, Known: route.Peers,
-			Reason: fmt.Sprintf("%s is cluster-wide (%s): every server serves it, never proxied", gvrString(gvr), route.ClusterWideSource)}
+		res.Decision, res.why = v1alpha1.RouteLocal, whyClusterWide
+		return res
 	}
-	var ready, others []Peer
+	others, ready := 0, 0
 	for _, p := range route.Peers {
 		if p.ID == self {
 			continue
 		}
-		others = append(others, p)
+		others++
 		if p.Ready && !p.Left {
-			ready = append(ready, p)
+			ready++
 		}
 	}
-	if len(others) == 0 {
+	switch {
+	case others == 0:
 		// Only this server is listed but it does not serve the GVR now:
 		// the local chain is the truth (it answers 404 until it serves it).
-		return Result{Decision: v1alpha1.RouteNotFound, Known: route.Peers,
-			Reason: fmt.Sprintf("%s is listed only for this server, which does not serve it now", gvrString(gvr))}
+		res.Decision, res.why = v1alpha1.RouteNotFound, whyOnlySelf
+	case ready == 0:
+		res.Decision, res.why = v1alpha1.RouteUnavailable, whyNoneReady
+	default:
+		res.Candidates = make([]Peer, 0, ready)
+		for _, p := range route.Peers {
+			if p.ID != self && p.Ready && !p.Left {
+				res.Candidates = append(res.Candidates, p)
+			}
+		}
+		orderCandidates(self, res.Candidates)
+		res.Decision, res.why = v1alpha1.RouteProxy, whyProxy
 	}
-	if len(ready) == 0 {
-		return Result{Decision: v1alpha1.RouteUnavailable, Known: route.Peers,
-			Reason: fmt.Sprintf("%s is served by %s but none is ready", gvrString(gvr), peerIDs(others))}
-	}
-	orderCandidates(self, ready)
-	return Result{Decision: v1alpha1.RouteProxy, Candidates: ready, Known: route.Peers,
-		Reason: fmt.Sprintf("%s is not served here; proxy to %s (ready peers: %s)", gvrString(gvr), ready[0].ID, peerIDs(ready))}
+	return res
 }
 
 // orderCandidates orders ready peers by a hash of (self, peer): each source

@@ -104,7 +104,7 @@ func (v *ViewStore) Publish(view View) error {
 	v.discovery.Replace(discovery)
 	v.peers.Replace(peers)
 
-	table := routing.NewTable(routingPointers(view.Routes))
+	table := routing.NewTable(routingPointers(view.Routes), peerPointers(view.Peers))
 
 	v.mu.Lock()
 	v.table = table
@@ -177,4 +177,12 @@ func (v *ViewStore) Storage() map[string]rest.Storage {
 		},
 		"routereviews": &routeReviewREST{view: v},
 	}
+}
+
+func peerPointers(peers []v1alpha1.APIServerPeer) []*v1alpha1.APIServerPeer {
+	out := make([]*v1alpha1.APIServerPeer, len(peers))
+	for i := range peers {
+		out[i] = &peers[i]
+	}
+	return out
 }

@@ -1,0 +1,147 @@
+package filter
+
+import (
+	"net/http"
+	"sync"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
+
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
+)
+
+var (
+	discoveryScheme = runtime.NewScheme()
+	discoveryCodecs = serializer.NewCodecFactory(discoveryScheme)
+)
+
+func init() {
+	utilruntime.Must(apidiscoveryv2.AddToScheme(discoveryScheme))
+	metav1.AddToGroupVersion(discoveryScheme, metav1.SchemeGroupVersion)
+}
+
+// peerDiscovery serves the peer-aggregated /apis and /api: the merged
+// PeerAggregatedDiscovery combined with this server's live local view, so
+// a CRD created here shows at once. A request with profile=nopeer gets the
+// local view from the chain, as upstream.
+type peerDiscovery struct {
+	local *localDiscovery
+	state *routingState
+
+	mu   sync.Mutex
+	key  cacheKey
+	apis servedDoc
+	api  servedDoc
+}
+
+type cacheKey struct {
+	local  uint64
+	merged string
+}
+
+type servedDoc struct {
+	list *apidiscoveryv2.APIGroupDiscoveryList
+	etag string
+}
+
+func newPeerDiscovery(local *localDiscovery, state *routingState) *peerDiscovery {
+	return &peerDiscovery{local: local, state: state}
+}
+
+// serve answers /api and /apis when the client asked for aggregated
+// discovery v2 without profile=nopeer and the caches are synced. It returns
+// false to let the chain answer.
+func (d *peerDiscovery) serve(w http.ResponseWriter, r *http.Request, _ runtime.NegotiatedSerializer, self string) bool {
+	if d == nil || r.Method != http.MethodGet || (r.URL.Path != "/apis" && r.URL.Path != "/api") {
+		return false
+	}
+	mt, ok := negotiation.NegotiateMediaTypeOptions(r.Header.Get("Accept"), discoveryCodecs.SupportedMediaTypes(), aggregated.DiscoveryEndpointRestrictions)
+	if !ok || !aggregated.IsAggregatedDiscoveryGVK(mt.Convert) || mt.Convert.Version != "v2" || mt.Profile == "nopeer" {
+		return false
+	}
+	doc, ok := d.document(r.URL.Path == "/apis", self)
+	if !ok {
+		return false
+	}
+	aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, discoveryCodecs, w, r)
+	return true
+}
+
+// document returns the combined document, recomputed only when the local
+// view or the merged object changed.
+func (d *peerDiscovery) document(apis bool, self string) (servedDoc, bool) {
+	local := d.local.current()
+	merged := d.state.mergedDiscovery()
+	if local == nil || merged == nil || !d.state.synced() {
+		return servedDoc{}, false
+	}
+	key := cacheKey{local: local.generation, merged: merged.ResourceVersion}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.key != key || d.apis.list == nil {
+		d.apis = combine(local.apis, merged.Status.APIs.Items, merged.Status.APIs.ETag, self)
+		d.api = combine(local.api, merged.Status.API.Items, merged.Status.API.ETag, self)
+		d.key = key
+	}
+	if apis {
+		return d.apis, true
+	}
+	return d.api, true
+}
+
+// combine serves the merged document as is when it already holds every
+// local group-version-resource (the steady state: every server then answers
+// the same bytes and ETag); otherwise local and merged are merged once more.
+func combine(local, merged []apidiscoveryv2.APIGroupDiscovery, mergedETag, self string) servedDoc {
+	items := merged
+	etag := mergedETag
+	if !contains(merged, local) {
+		items = merge.Merge([]merge.PeerDocument{
+			{ServerID: self, Groups: local},
+			// The merged view sorts after any server ID, so the local
+			// server's order wins as upstream's local-first merge.
+			{ServerID: "\xff", Groups: merged},
+		}, nil)
+		if e, err := merge.ETag(items); err == nil {
+			etag = e
+		}
+	}
+	list := &apidiscoveryv2.APIGroupDiscoveryList{
+		TypeMeta: metav1.TypeMeta{Kind: "APIGroupDiscoveryList", APIVersion: apidiscoveryv2.SchemeGroupVersion.String()},
+		Items:    items,
+	}
+	return servedDoc{list: list, etag: etag}
+}
+
+func contains(merged, local []apidiscoveryv2.APIGroupDiscovery) bool {
+	type gv struct{ g, v string }
+	have := map[gv]map[string]bool{}
+	for _, g := range merged {
+		for _, v := range g.Versions {
+			rs := map[string]bool{}
+			for _, r := range v.Resources {
+				rs[r.Resource] = true
+			}
+			have[gv{g.Name, v.Version}] = rs
+		}
+	}
+	for _, g := range local {
+		for _, v := range g.Versions {
+			rs, ok := have[gv{g.Name, v.Version}]
+			if !ok {
+				return false
+			}
+			for _, r := range v.Resources {
+				if !rs[r.Resource] {
+					return false
+				}
+			}
+		}
+	}
+	return true
+}

@@ -1,0 +1,176 @@
+package filter
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
+)
+
+// scheme decodes the peerdiscovery.k8s.io objects the filter reads. A plain
+// REST client over it is version-stable, unlike a generated clientset.
+var (
+	scheme = runtime.NewScheme()
+	codecs = serializer.NewCodecFactory(scheme)
+)
+
+func init() {
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+}
+
+// rebuildDelay coalesces bursts of watch events into one table rebuild.
+const rebuildDelay = 50 * time.Millisecond
+
+// routingState keeps informer caches of PeerRoutingTable, APIServerPeer
+// and PeerAggregatedDiscovery, reached through the loopback client and the
+// aggregator, and an immutable routing table rebuilt from them. Once
+// synced, the caches keep routing if peerdiscovery-apiserver goes away.
+type routingState struct {
+	current    atomic.Pointer[routing.Table]
+	merged     atomic.Pointer[v1alpha1.PeerAggregatedDiscovery]
+	isSynced   atomic.Bool
+	generation atomic.Uint64
+	dirty      chan struct{}
+
+	routes, peers, discovery cache.SharedIndexInformer
+}
+
+func newRoutingState() *routingState {
+	s := &routingState{dirty: make(chan struct{}, 1)}
+	s.current.Store(routing.NewTable(nil, nil))
+	return s
+}
+
+func (s *routingState) table() *routing.Table { return s.current.Load() }
+func (s *routingState) synced() bool          { return s.isSynced.Load() }
+
+// mergedDiscovery returns the last PeerAggregatedDiscovery, or nil.
+func (s *routingState) mergedDiscovery() *v1alpha1.PeerAggregatedDiscovery { return s.merged.Load() }
+
+func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
+	cfg := rest.CopyConfig(loopback)
+	cfg.GroupVersion = &v1alpha1.SchemeGroupVersion
+	cfg.APIPath = "/apis"
+	cfg.NegotiatedSerializer = codecs.WithoutConversion()
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
+	}
+	cfg.UserAgent += " peerdiscovery-filter"
+	return rest.RESTClientFor(cfg)
+}
+
+func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
+	client, err := newRESTClient(loopback)
+	if err != nil {
+		return err
+	}
+	inf := func(resource string, obj runtime.Object) cache.SharedIndexInformer {
+		lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
+		i := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
+		_, _ = i.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(interface{}) { s.markDirty() },
+			UpdateFunc: func(interface{}, interface{}) { s.markDirty() },
+			DeleteFunc: func(interface{}) { s.markDirty() },
+		})
+		return i
+	}
+	s.routes = inf("peerroutingtables", &v1alpha1.PeerRoutingTable{})
+	s.peers = inf("apiserverpeers", &v1alpha1.APIServerPeer{})
+	s.discovery = inf("peeraggregateddiscoveries", &v1alpha1.PeerAggregatedDiscovery{})
+	for _, i := range []cache.SharedIndexInformer{s.routes, s.peers, s.discovery} {
+		go i.Run(ctx.Done())
+	}
+	go s.rebuildLoop(ctx)
+	go s.reportSync(ctx)
+	return nil
+}
+
+func (s *routingState) markDirty() {
+	select {
+	case s.dirty <- struct{}{}:
+	default:
+	}
+}
+
+func (s *routingState) rebuildLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.dirty:
+		}
+		// Let a burst of events land before rebuilding once.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(rebuildDelay):
+		}
+		s.rebuild()
+	}
+}
+
+func (s *routingState) rebuild() {
+	var tables []*v1alpha1.PeerRoutingTable
+	for _, o := range s.routes.GetStore().List() {
+		if t, ok := o.(*v1alpha1.PeerRoutingTable); ok {
+			tables = append(tables, t)
+		}
+	}
+	var peers []*v1alpha1.APIServerPeer
+	for _, o := range s.peers.GetStore().List() {
+		if p, ok := o.(*v1alpha1.APIServerPeer); ok {
+			peers = append(peers, p)
+		}
+	}
+	s.current.Store(routing.NewTable(tables, peers))
+	if o, ok, _ := s.discovery.GetStore().GetByKey(v1alpha1.PeerAggregatedDiscoveryName); ok {
+		if d, ok := o.(*v1alpha1.PeerAggregatedDiscovery); ok {
+			s.merged.Store(d)
+		}
+	}
+	s.generation.Add(1)
+	if !s.isSynced.Load() && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
+		s.isSynced.Store(true)
+		cacheSynced.Set(1)
+		klog.InfoS("peerdiscovery filter: routing caches synced; routing requests to peers", "routes", len(tables), "peers", len(peers))
+	}
+}
+
+// reportSync logs, once, while peerdiscovery-apiserver cannot be reached:
+// the server then serves everything locally.
+func (s *routingState) reportSync(ctx context.Context) {
+	cacheSynced.Set(0)
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	warned := false
+	start := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
+			// An empty list syncs without events: rebuild once.
+			if !s.isSynced.Load() {
+				s.rebuild()
+			}
+			return
+		}
+		if !warned && time.Since(start) > 10*time.Second {
+			klog.InfoS("peerdiscovery filter: peerdiscovery.k8s.io is not reachable yet; serving every request locally until it is")
+			warned = true
+		}
+	}
+}

@@ -1,0 +1,174 @@
+package localcluster
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one component: a command run in its own process group, with
+// its output appended to a log file. It can be stopped and started again
+// with the same command line.
+type process struct {
+	name    string
+	logPath string
+	argv    []string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the current run exited
+	err  error         // exit status of the last run
+}
+
+// start runs the command. The child gets its own process group (so stop
+// reaches everything it spawned) and SIGKILL when this process dies.
+func (p *process) start() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd != nil {
+		select {
+		case <-p.done:
+		default:
+			return fmt.Errorf("%s is already running (pid %d)", p.name, p.cmd.Process.Pid)
+		}
+	}
+	logFile, err := os.OpenFile(p.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(logFile, "=== %s starting %s: %s\n", time.Now().Format(time.RFC3339Nano), p.name, shellJoin(p.argv))
+	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	cmd.Stdout = logFile
+	cmd.Stderr = logFile
+	cmd.Stdin = nil
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("starting %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	p.cmd, p.done, p.err = cmd, done, nil
+	go func() {
+		err := cmd.Wait()
+		fmt.Fprintf(logFile, "=== %s %s exited: %v\n", time.Now().Format(time.RFC3339Nano), p.name, exitString(err))
+		logFile.Close()
+		p.mu.Lock()
+		p.err = err
+		p.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func exitString(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// running reports whether the current run has not exited.
+func (p *process) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// exitErr describes why the process is not running ("" while it runs).
+func (p *process) exitErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return fmt.Errorf("%s was never started", p.name)
+	}
+	select {
+	case <-p.done:
+		return fmt.Errorf("%s exited: %s", p.name, exitString(p.err))
+	default:
+		return nil
+	}
+}
+
+// stop sends sig to the process group, waits up to grace for the exit, then
+// SIGKILLs the group. It is a no-op when the process does not run.
+func (p *process) stop(sig syscall.Signal, grace time.Duration) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	default:
+	}
+	pgid := cmd.Process.Pid
+	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("signalling %s: %w", p.name, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			return fmt.Errorf("%s (pid %d) did not exit after SIGKILL", p.name, pgid)
+		}
+	}
+	// Whatever is left in the group (nothing, normally) goes too.
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	return nil
+}
+
+// logTail returns the last n lines of the log.
+func (p *process) logTail(n int) string {
+	return tailFile(p.logPath, n)
+}
+
+func tailFile(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 64 << 10
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		_, _ = f.Seek(-max, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return string(bytes.Join(lines, []byte("\n")))
+}
+
+// shellJoin quotes argv for display.
+func shellJoin(argv []string) string {
+	out := make([]string, len(argv))
+	for i, a := range argv {
+		if a != "" && !strings.ContainsAny(a, " \t\n'\"\\$`*?[]{}()<>|&;#~") {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
+}
