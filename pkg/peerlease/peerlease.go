@@ -182,14 +182,17 @@ func ValidateEndpoint(ep string) (string, error) {
 	if host == "" {
 		return "", fmt.Errorf("%q has no host", ep)
 	}
-	if ip := net.ParseIP(host); ip == nil {
-		if errs := validation.IsDNS1123Subdomain(host); len(errs) > 0 {
-			return "", fmt.Errorf("%q: host is neither an IP nor a DNS name", ep)
-		}
+	if ip := net.ParseIP(host); ip != nil {
+		// Canonical form, so that the same address written two ways (an
+		// IPv6 address with leading zeros, an IPv4-mapped IPv6 address)
+		// matches the EndpointSlice addresses it is compared with.
+		host = ip.String()
+	} else if errs := validation.IsDNS1123Subdomain(host); len(errs) > 0 {
+		return "", fmt.Errorf("%q: host is neither an IP nor a DNS name", ep)
 	}
 	p, err := strconv.Atoi(port)
-	if err != nil || p < 1 || p > 65535 {
+	if err != nil || p < 1 || p > 65535 || port[0] < '0' || port[0] > '9' {
 		return "", fmt.Errorf("%q: port must be 1-65535", ep)
 	}
-	return net.JoinHostPort(host, port), nil
+	return net.JoinHostPort(host, strconv.Itoa(p)), nil
 }

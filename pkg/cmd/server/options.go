@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	apiserver "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -27,7 +28,7 @@ import (
 	netutils "k8s.io/utils/net"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
-	"sigs.k8s.io/peerdiscovery/pkg/apiserver"
+	pdapiserver "sigs.k8s.io/peerdiscovery/pkg/apiserver"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	generatedopenapi "sigs.k8s.io/peerdiscovery/pkg/generated/openapi"
 )
@@ -53,9 +54,14 @@ type Options struct {
 
 // NewOptions returns options with defaults.
 func NewOptions() *Options {
-	ro := genericoptions.NewRecommendedOptions("", apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
+	ro := genericoptions.NewRecommendedOptions("", pdapiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
 	ro.Etcd = nil
 	ro.Admission = nil
+	// Anonymous requests only for health probes (kubelets probe without
+	// credentials); anything else unauthenticated is a 401.
+	ro.Authentication.Anonymous = &apiserver.AnonymousAuthConfig{Enabled: true, Conditions: []apiserver.AnonymousAuthCondition{
+		{Path: "/livez"}, {Path: "/readyz"}, {Path: "/healthz"},
+	}}
 	// Self-signed certificates land here when no --tls-cert-file is given;
 	// a directory under /tmp works with a read-only root filesystem.
 	ro.SecureServing.ServerCert.CertDirectory = ""
@@ -83,7 +89,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 	utilfeature.DefaultMutableFeatureGate.AddFlag(fss.FlagSet("features"))
 
 	fs := fss.FlagSet("peerdiscovery")
-	o.Engine.AddFlags(fs)
+	if o.Engine != nil {
+		o.Engine.AddFlags(fs)
+	}
 	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter,
 		"/readyz fails when the computed view is older than this (the engine recomputes at least every --refresh-interval).")
 	fs.StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
@@ -98,7 +106,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 // Validate returns every problem with the options.
 func (o *Options) Validate() error {
 	errs := o.RecommendedOptions.Validate()
-	errs = append(errs, o.Engine.Validate()...)
+	if o.Engine != nil {
+		errs = append(errs, o.Engine.Validate()...)
+	}
 	if o.StaleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
 	}
@@ -106,7 +116,7 @@ func (o *Options) Validate() error {
 }
 
 // Config turns validated options into a server config.
-func (o *Options) Config() (*apiserver.Config, error) {
+func (o *Options) Config() (*pdapiserver.Config, error) {
 	ss := o.RecommendedOptions.SecureServing
 	if ss.ServerCert.CertKey.CertFile == "" && ss.ServerCert.CertDirectory == "" {
 		dir, err := tempCertDir()
@@ -119,8 +129,8 @@ func (o *Options) Config() (*apiserver.Config, error) {
 		return nil, fmt.Errorf("creating self-signed certificates: %w", err)
 	}
 
-	cfg := genericapiserver.NewRecommendedConfig(apiserver.Codecs)
-	namer := openapi.NewDefinitionNamer(apiserver.Scheme)
+	cfg := genericapiserver.NewRecommendedConfig(pdapiserver.Codecs)
+	namer := openapi.NewDefinitionNamer(pdapiserver.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "peerdiscovery"
 	cfg.OpenAPIConfig.Info.Version = baseversion.Get().GitVersion
@@ -133,15 +143,15 @@ func (o *Options) Config() (*apiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
-	return &apiserver.Config{
+	return &pdapiserver.Config{
 		GenericConfig: cfg,
-		ExtraConfig:   apiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine},
+		ExtraConfig:   pdapiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine},
 	}, nil
 }
 
 // NewCommand returns the peerdiscovery-apiserver command. run is called
 // with the built server; it must block until ctx is done.
-func NewCommand(ctx context.Context, o *Options, run func(context.Context, *Options, *apiserver.Server) error) *cobra.Command {
+func NewCommand(ctx context.Context, o *Options, run func(context.Context, *Options, *pdapiserver.Server) error) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "peerdiscovery-apiserver",
 		Short: "Serves peerdiscovery.k8s.io: the peer-aggregated discovery and routing state of a kube-apiserver control plane",

@@ -1,0 +1,154 @@
+// Command local-up starts a real local mixed-version control plane (etcd,
+// one kube-apiserver per --servers version with the peerdiscovery filter
+// linked in, peerdiscovery-apiserver replicas behind a real APIService),
+// prints a kubeconfig with one context per kube-apiserver and example
+// commands, and keeps it up until Ctrl-C or SIGTERM; then it stops every
+// process it started and deletes its network namespace, so it can be run
+// again. It needs root (ip netns, unshare). See test/localcluster.
+//
+// Usually run through hack/local-up.sh, which builds what is missing first.
+package main
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"sigs.k8s.io/peerdiscovery/test/localcluster"
+)
+
+func main() {
+	var (
+		outputDir   = pflag.String("output-dir", "_output", "Folder with the binaries (bin/) and the runs (local-up/<run>/: logs, certificates, kubeconfig).")
+		servers     = pflag.StringSlice("servers", localcluster.DefaultServerVersions, "Versions of the kube-apiservers, one per server (e.g. v1.36.3,v1.37.2).")
+		replicas    = pflag.Int("extension-replicas", localcluster.DefaultExtensionReplicas, "Replicas of peerdiscovery-apiserver (0: none, no APIService).")
+		tombstone   = pflag.Duration("tombstone-period", localcluster.DefaultTombstonePeriod, "peerdiscovery-apiserver --tombstone-period.")
+		refresh     = pflag.Duration("refresh-interval", localcluster.DefaultRefreshInterval, "peerdiscovery-apiserver --refresh-interval.")
+		octet       = pflag.Int("subnet-octet", localcluster.DefaultSubnetOctet, "Third octet of the cluster's subnet 10.254.<octet>.0/24 (two clusters on one host need different ones).")
+		verbosity   = pflag.Int("v", localcluster.DefaultVerbosity, "--v of every component.")
+		rebuild     = pflag.Bool("rebuild", false, "Run the hack/build-*.sh scripts even if the binaries exist (they skip up-to-date ones).")
+		timeout     = pflag.Duration("timeout", localcluster.DefaultStartTimeout, "How long starting may take (after the builds).")
+		extBinary   = pflag.String("extension-binary", "", "Use this peerdiscovery-apiserver binary instead of building ./cmd/peerdiscovery-apiserver.")
+		serverFlags = pflag.StringArray("server-flag", nil, "VERSION=FLAG: an extra flag for the kube-apiservers of VERSION, e.g. --server-flag=v1.37.2=--runtime-config=resource.k8s.io/v1beta2=true (repeatable).")
+	)
+	pflag.Parse()
+	log.SetFlags(log.Ltime)
+	log.SetPrefix("local-up: ")
+
+	// Ctrl-C or SIGTERM, during start or later, stops everything.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	extra := map[string][]string{}
+	for _, sf := range *serverFlags {
+		v, flag, ok := strings.Cut(sf, "=")
+		if !ok || !strings.HasPrefix(flag, "--") {
+			log.Fatalf("--server-flag %q: want VERSION=--flag[=value]", sf)
+		}
+		extra[v] = append(extra[v], flag)
+	}
+	cfg := localcluster.Config{
+		OutputDir:         *outputDir,
+		ExtensionReplicas: *replicas,
+		TombstonePeriod:   *tombstone,
+		RefreshInterval:   *refresh,
+		SubnetOctet:       *octet,
+		Verbosity:         *verbosity,
+		Rebuild:           *rebuild,
+		ExtensionBinary:   *extBinary,
+		StartTimeout:      *timeout,
+		BuildOutput:       os.Stderr,
+		Logf:              log.Printf,
+	}
+	if *replicas == 0 {
+		cfg.ExtensionReplicas = -1
+	}
+	if *verbosity == 0 {
+		cfg.Verbosity = -1
+	}
+	for _, v := range *servers {
+		v = strings.TrimSpace(v)
+		cfg.Servers = append(cfg.Servers, localcluster.ServerSpec{Version: v, ExtraFlags: extra[v]})
+	}
+
+	start := time.Now()
+	c, err := localcluster.Start(ctx, cfg)
+	if err != nil {
+		log.Fatalf("start failed: %v", err)
+	}
+	printUsage(c, time.Since(start))
+
+	health := time.NewTicker(5 * time.Second)
+	defer health.Stop()
+	warned := ""
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case <-health.C:
+			if err := c.Health(); err != nil && err.Error() != warned {
+				warned = err.Error()
+				log.Printf("WARNING: %v", err)
+			}
+		}
+	}
+	stop() // a second Ctrl-C kills at once
+	log.Printf("stopping")
+	if err := c.Stop(); err != nil {
+		log.Fatalf("stop: %v", err)
+	}
+	log.Printf("stopped; logs are in %s", filepath.Join(c.RunDir(), "logs"))
+}
+
+func printUsage(c *localcluster.Cluster, took time.Duration) {
+	kc := c.Kubeconfig()
+	if l := c.StableKubeconfig(); l != "" {
+		kc = l
+	}
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, kc); err == nil && !strings.HasPrefix(rel, "..") {
+			kc = rel
+		}
+	}
+	kubectl := c.KubectlBinary()
+	if wd, err := os.Getwd(); err == nil {
+		if rel, err := filepath.Rel(wd, kubectl); err == nil && !strings.HasPrefix(rel, "..") {
+			kubectl = "./" + rel
+		}
+	}
+	servers := c.Servers()
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nLocal control plane is ready (started in %s).\n\n", took.Round(time.Second))
+	fmt.Fprintf(&b, "Kubeconfig: %s\n  (this run: %s)\n\nContexts:\n", kc, c.Kubeconfig())
+	for _, s := range servers {
+		fmt.Fprintf(&b, "  %-10s %s  %s  (hostname %s, log %s)\n", s.Context, s.Version, s.Endpoint, s.Name, s.LogPath)
+	}
+	if exts := c.Extensions(); len(exts) > 0 {
+		b.WriteString("\npeerdiscovery-apiserver replicas:\n")
+		for _, e := range exts {
+			fmt.Fprintf(&b, "  %s  %s  (log %s)\n", e.Name, e.Endpoint, e.LogPath)
+		}
+	}
+	fmt.Fprintf(&b, "\nNetwork namespace: %s (run commands inside with: ip netns exec %s ...)\n", c.NetworkNamespace(), c.NetworkNamespace())
+	fmt.Fprintf(&b, "Use kubectl %s (/usr/bin/kubectl is outside the version skew).\n\nTry:\n", localcluster.KubectlVersion)
+	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, kc)
+	oldest := servers[0].Context
+	fmt.Fprintf(&b, "  %s --context %s get peerroutingtables\n", k, oldest)
+	fmt.Fprintf(&b, "  %s --context %s get apiserverpeers\n", k, oldest)
+	fmt.Fprintf(&b, "  %s --context %s get --raw /apis/peerdiscovery.k8s.io/v1alpha1/peeraggregateddiscoveries/cluster\n", k, oldest)
+	for _, s := range servers {
+		fmt.Fprintf(&b, "  %s --context %s get apiservice %s\n", k, s.Context, localcluster.APIServiceName)
+	}
+	fmt.Fprintf(&b, "  %s --context %s api-resources\n", k, servers[len(servers)-1].Context)
+	b.WriteString("\nPress Ctrl-C to stop everything.\n")
+	fmt.Print(b.String())
+}

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Starts a real local mixed-version control plane and keeps it up until
+# Ctrl-C (or SIGTERM), then stops everything it started:
+#   - etcd ${ETCD_VERSION}, one kube-apiserver per --servers version (default
+#     ${KUBE_VERSIONS}) with the peerdiscovery filter linked in, and
+#     peerdiscovery-apiserver replicas registered through a real APIService,
+#   - all inside a sealed network namespace pd-<rand> (10.254.77.0/24 by
+#     default; nothing routes out), reachable from the host through a veth,
+#   - a kubeconfig with one context per kube-apiserver, named after its
+#     version, at _output/local-up/kubeconfig.
+# Needs root (ip netns, unshare). Logs: _output/local-up/<run>/logs/.
+#
+# First builds what is missing or stale (hack/build-*.sh skip up-to-date
+# binaries; a cold kube-apiserver build takes ~9 min per version), then runs
+# cmd/local-up. Every argument is passed to it; see `--help`, e.g.
+#   hack/local-up.sh --servers v1.36.3,v1.37.2 --extension-replicas 2 --tombstone-period 60s
+#
+# cmd/local-up is built and exec'd rather than `go run`: `go run` neither
+# forwards SIGINT/SIGTERM to the program nor exits with it, so a `kill -INT`
+# sent to this script would leave the cluster running.
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
+
+# --output-dir also decides where the binaries go; find it (and --servers)
+# before sourcing common.sh, which reads PEERDISCOVERY_OUTPUT_DIR.
+servers=""
+output_dir=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+  case "${args[i]}" in
+  --output-dir=*) output_dir="${args[i]#*=}" ;;
+  --output-dir) output_dir="${args[i + 1]:-}" ;;
+  --servers=*) servers="${args[i]#*=}" ;;
+  --servers) servers="${args[i + 1]:-}" ;;
+  -h | --help)
+    cd "${HACK_DIR}/.." && exec go run ./cmd/local-up --help
+    ;;
+  esac
+done
+if [[ -n "${output_dir}" ]]; then
+  PEERDISCOVERY_OUTPUT_DIR="$(realpath -m "${output_dir}")"
+  export PEERDISCOVERY_OUTPUT_DIR
+fi
+
+# shellcheck source=hack/lib/golang.sh
+source "${HACK_DIR}/lib/golang.sh"
+
+[[ "$(id -u)" == "0" ]] || die "local-up needs root (ip netns add, unshare --uts)"
+require_cmd ip unshare go
+
+versions=()
+if [[ -n "${servers}" ]]; then
+  IFS=',' read -r -a versions <<<"${servers}"
+else
+  read -r -a versions <<<"${KUBE_VERSIONS}"
+fi
+# Distinct versions only.
+mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/^$/d' | awk '!seen[$0]++')
+
+"${HACK_DIR}/build-etcd.sh"
+"${HACK_DIR}/build-kubectl.sh"
+"${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
+
+log::info "building peerdiscovery-apiserver and local-up"
+(
+  cd "${REPO_ROOT}"
+  go build -o "${BIN_DIR}/peerdiscovery-apiserver" ./cmd/peerdiscovery-apiserver
+  go build -o "${BIN_DIR}/local-up" ./cmd/local-up
+)
+
+exec "${BIN_DIR}/local-up" --output-dir "${OUTPUT_DIR}" "$@"
