@@ -158,18 +158,22 @@ func Compute(in Input) (Output, error) {
 	if err != nil {
 		return Output{}, err
 	}
+	routes, counts := routes(peers, in.ClusterWide, in.Excluded)
 	return Output{
-		Peers:     peerObjects(peers, in.Excluded),
+		Peers:     peerObjects(peers, counts),
 		Discovery: disc,
-		Routes:    routes(peers, in.ClusterWide, in.Excluded),
+		Routes:    routes,
 	}, nil
 }
 
 func excluded(ex func(string, string) bool, g, v string) bool { return ex != nil && ex(g, v) }
 
-func peerObjects(peers []*Peer, ex func(string, string) bool) []v1alpha1.APIServerPeer {
+// peerCount is what one peer's documents list, excluded GVs left out.
+type peerCount struct{ groups, resources int32 }
+
+func peerObjects(peers []*Peer, counts []peerCount) []v1alpha1.APIServerPeer {
 	out := make([]v1alpha1.APIServerPeer, 0, len(peers))
-	for _, p := range peers {
+	for i, p := range peers {
 		obj := v1alpha1.APIServerPeer{
 			ObjectMeta: metav1.ObjectMeta{Name: PeerName(p.ServerID)},
 			Spec: v1alpha1.APIServerPeerSpec{
@@ -180,6 +184,8 @@ func peerObjects(peers []*Peer, ex func(string, string) bool) []v1alpha1.APIServ
 				DiscoveryETag: p.APIsETag,
 				Stale:         p.Stale,
 				LastError:     p.LastError,
+				GroupCount:    counts[i].groups,
+				ResourceCount: counts[i].resources,
 			},
 		}
 		sort.Slice(obj.Spec.Sources, func(i, j int) bool { return obj.Spec.Sources[i] < obj.Spec.Sources[j] })
@@ -202,45 +208,9 @@ func peerObjects(peers []*Peer, ex func(string, string) bool) []v1alpha1.APIServ
 			t := metav1.NewTime(p.LeftTime)
 			obj.Status.LeftTime = &t
 		}
-		groups := map[string]bool{}
-		var resources int32
-		forEachResource(p, ex, func(gvr schema.GroupVersionResource, _ *apidiscoveryv2.APIResourceDiscovery) {
-			groups[gvr.Group] = true
-			resources++
-		})
-		obj.Status.GroupCount = int32(len(groups))
-		obj.Status.ResourceCount = resources
 		out = append(out, obj)
 	}
 	return out
-}
-
-// forEachResource visits every GVR of a peer's documents once, /api first.
-func forEachResource(p *Peer, ex func(string, string) bool, fn func(schema.GroupVersionResource, *apidiscoveryv2.APIResourceDiscovery)) {
-	if !p.HasDocument {
-		return
-	}
-	seen := map[schema.GroupVersionResource]bool{}
-	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{p.API, p.APIs} {
-		for gi := range doc {
-			g := &doc[gi]
-			for vi := range g.Versions {
-				v := &g.Versions[vi]
-				if excluded(ex, g.Name, v.Version) {
-					continue
-				}
-				for ri := range v.Resources {
-					r := &v.Resources[ri]
-					gvr := schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}
-					if seen[gvr] {
-						continue
-					}
-					seen[gvr] = true
-					fn(gvr, r)
-				}
-			}
-		}
-	}
 }
 
 func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggregatedDiscovery, error) {
@@ -277,34 +247,83 @@ func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggre
 	}, nil
 }
 
-func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(string, string) bool) []v1alpha1.PeerRoutingTable {
+// routes builds one PeerRoutingTable per GVR any peer's document lists, and
+// counts each peer's groups and resources on the way (one pass over the
+// documents, which is most of the cost).
+func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(string, string) bool) ([]v1alpha1.PeerRoutingTable, []peerCount) {
 	type acc struct {
+		gvr   schema.GroupVersionResource
 		scope apidiscoveryv2.ResourceScope
 		peers []v1alpha1.RoutingPeer
+		// last is the index of the last peer added: a GVR listed twice by
+		// one peer (in /api and /apis, or a duplicate) counts once.
+		last int
 	}
-	byGVR := map[schema.GroupVersionResource]*acc{}
+	hint := 0
+	for _, p := range peers {
+		if p.HasDocument {
+			hint = max(hint, countResources(p.API)+countResources(p.APIs))
+		}
+	}
+	hint += hint / 8
+	index := make(map[schema.GroupVersionResource]int32, hint)
+	accs := make([]acc, 0, hint)
+	// One slab for every route's peers, len(peers) slots per GVR.
+	var slab []v1alpha1.RoutingPeer
+	counts := make([]peerCount, len(peers))
+	groups := map[string]struct{}{}
 	present := int32(0)
-	for _, p := range peers { // in ID order, so each route's peers are sorted
+	for pi, p := range peers { // in ID order, so each route's peers are sorted
 		if !p.Left {
 			present++
 		}
-		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready && !p.Left, Left: p.Left}
-		forEachResource(p, ex, func(gvr schema.GroupVersionResource, r *apidiscoveryv2.APIResourceDiscovery) {
-			a := byGVR[gvr]
-			if a == nil {
-				a = &acc{scope: r.Scope}
-				byGVR[gvr] = a
-			}
-			a.peers = append(a.peers, rp)
-		})
-	}
-	out := make([]v1alpha1.PeerRoutingTable, 0, len(byGVR))
-	for gvr, a := range byGVR {
-		t := v1alpha1.PeerRoutingTable{
-			ObjectMeta: metav1.ObjectMeta{Name: RouteName(gvr)},
-			Spec:       v1alpha1.PeerRoutingTableSpec{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource, Scope: a.scope},
-			Status:     v1alpha1.PeerRoutingTableStatus{Peers: a.peers, TotalPeers: present},
+		if !p.HasDocument {
+			continue
 		}
+		clear(groups)
+		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready && !p.Left, Left: p.Left}
+		for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{p.API, p.APIs} {
+			for gi := range doc {
+				g := &doc[gi]
+				for vi := range g.Versions {
+					v := &g.Versions[vi]
+					if excluded(ex, g.Name, v.Version) {
+						continue
+					}
+					for ri := range v.Resources {
+						r := &v.Resources[ri]
+						gvr := schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}
+						i, ok := index[gvr]
+						if !ok {
+							if len(slab) < len(peers) {
+								slab = make([]v1alpha1.RoutingPeer, len(peers)*max(64, hint-len(accs)))
+							}
+							i = int32(len(accs))
+							index[gvr] = i
+							accs = append(accs, acc{gvr: gvr, scope: r.Scope, peers: slab[:0:len(peers)], last: -1})
+							slab = slab[len(peers):]
+						}
+						a := &accs[i]
+						if a.last == pi {
+							continue
+						}
+						a.last = pi
+						a.peers = append(a.peers, rp)
+						counts[pi].resources++
+						groups[g.Name] = struct{}{}
+					}
+				}
+			}
+		}
+		counts[pi].groups = int32(len(groups))
+	}
+	out := make([]v1alpha1.PeerRoutingTable, len(accs))
+	for i := range accs {
+		a := &accs[i]
+		t := &out[i]
+		t.Name = RouteName(a.gvr)
+		t.Spec = v1alpha1.PeerRoutingTableSpec{Group: a.gvr.Group, Version: a.gvr.Version, Resource: a.gvr.Resource, Scope: a.scope}
+		t.Status = v1alpha1.PeerRoutingTableStatus{Peers: a.peers, TotalPeers: present}
 		serving := int32(0)
 		for _, p := range a.peers {
 			if p.Ready {
@@ -315,11 +334,20 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 			}
 		}
 		t.Status.ServedByAll = present > 0 && serving == present
-		if src, ok := clusterWide[gvr.GroupVersion()]; ok {
+		if src, ok := clusterWide[a.gvr.GroupVersion()]; ok {
 			t.Status.ClusterWide, t.Status.ClusterWideSource = true, src
 		}
-		out = append(out, t)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, counts
+}
+
+func countResources(doc []apidiscoveryv2.APIGroupDiscovery) int {
+	n := 0
+	for gi := range doc {
+		for vi := range doc[gi].Versions {
+			n += len(doc[gi].Versions[vi].Resources)
+		}
+	}
+	return n
 }

@@ -1,0 +1,68 @@
+// Package e2e runs the end-to-end suite on a real local mixed-version
+// control plane (test/localcluster): etcd, kube-apiserver v1.36.3 and two
+// v1.37.2 with the filter linked in, two peerdiscovery-apiserver replicas
+// behind a real APIService, driven with client-go and kubectl. No fakes.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"sigs.k8s.io/peerdiscovery/test/localcluster"
+)
+
+// The servers, by index.
+const (
+	old  = 0 // v1.36.3, certificates.k8s.io/v1 turned off
+	new1 = 1 // v1.37.2
+	new2 = 2 // v1.37.2
+)
+
+// tombstone is short so the suite sees a tombstone expire.
+const tombstone = 90 * time.Second
+
+var cluster *localcluster.Cluster
+
+func TestMain(m *testing.M) {
+	if os.Getenv("PEERDISCOVERY_E2E") != "1" {
+		fmt.Println("end-to-end tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
+		os.Exit(m.Run())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	var err error
+	cluster, err = localcluster.Start(ctx, localcluster.Config{
+		Servers: []localcluster.ServerSpec{
+			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}},
+			{Version: "v1.37.2"},
+			{Version: "v1.37.2"},
+		},
+		ExtensionReplicas: 2,
+		TombstonePeriod:   tombstone,
+		SubnetOctet:       79,
+		Logf:              func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) },
+	})
+	cancel()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "component logs:")
+		for name, path := range cluster.LogPaths() {
+			fmt.Fprintf(os.Stderr, "  %s: %s\n", name, path)
+		}
+	}
+	_ = cluster.Stop()
+	os.Exit(code)
+}
+
+func needCluster(t *testing.T) {
+	t.Helper()
+	if cluster == nil {
+		t.Skip("set PEERDISCOVERY_E2E=1 to run on a real control plane")
+	}
+}
