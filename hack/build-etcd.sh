@@ -10,7 +10,7 @@
 # Usage: hack/build-etcd.sh
 set -euo pipefail
 
-# shellcheck source=hack/lib/golang.sh
+# shellcheck source-path=SCRIPTDIR source=lib/golang.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/golang.sh"
 
 build_etcd() {

@@ -27,7 +27,7 @@
 # Usage: hack/build-kube-apiserver.sh [VERSION...]   (default: ${KUBE_VERSIONS})
 set -euo pipefail
 
-# shellcheck source=hack/lib/golang.sh
+# shellcheck source-path=SCRIPTDIR source=lib/golang.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/golang.sh"
 
 WRAPPER_SRC="${REPO_ROOT}/hack/kube-apiserver"
@@ -167,10 +167,11 @@ build_one() {
   local version="${1}"
   local bin stamp wrapper manifest digest start
   semver_parts "${version}"
-  local minor="${MINOR}" patch="${PATCH}"
+  # shellcheck disable=SC2153 # MINOR and PATCH are set by semver_parts
+  local kube_minor="${MINOR}" kube_patch="${PATCH}"
   [[ "${MAJOR}" == "1" ]] || die "unsupported Kubernetes version ${version}"
-  [[ -f "${WRAPPER_SRC}/v1.${minor}/release.go" ]] ||
-    die "no ${WRAPPER_SRC#"${REPO_ROOT}"/}/v1.${minor}/release.go: Kubernetes v1.${minor} is not supported"
+  [[ -f "${WRAPPER_SRC}/v1.${kube_minor}/release.go" ]] ||
+    die "no ${WRAPPER_SRC#"${REPO_ROOT}"/}/v1.${kube_minor}/release.go: Kubernetes v1.${kube_minor} is not supported"
   is_known_kube_version "${version}" ||
     log::warn "kube-apiserver ${version} is not one of KUBE_VERSIONS (${KUBE_VERSIONS})"
 
@@ -178,7 +179,7 @@ build_one() {
   stamp="${bin}.stamp"
   wrapper="${BUILD_DIR}/kube-apiserver-${version}"
 
-  manifest="$(input_manifest "${version}" "${minor}")"
+  manifest="$(input_manifest "${version}" "${kube_minor}")"
   digest="$(sha256sum <<<"${manifest}" | cut -d' ' -f1)"
   if [[ -z "${FORCE:-}" && -x "${bin}" && -f "${stamp}" ]] &&
     [[ "$(head -n1 "${stamp}")" == "inputs-sha256 ${digest}" ]]; then
@@ -188,7 +189,7 @@ build_one() {
 
   start="$(date +%s)"
   log::info "kube-apiserver ${version}: generating wrapper module in ${wrapper}"
-  generate_wrapper "${version}" "${minor}" "${patch}" "${wrapper}"
+  generate_wrapper "${version}" "${kube_minor}" "${kube_patch}" "${wrapper}"
   (
     cd "${wrapper}"
     go mod tidy

@@ -11,7 +11,7 @@
 # Usage: hack/build-kubectl.sh
 set -euo pipefail
 
-# shellcheck source=hack/lib/golang.sh
+# shellcheck source-path=SCRIPTDIR source=lib/golang.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/golang.sh"
 
 build_kubectl() {

@@ -25,12 +25,12 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # --output-dir also decides where the binaries go; find it (and --servers)
 # before sourcing common.sh, which reads PEERDISCOVERY_OUTPUT_DIR.
 servers=""
-output_dir=""
+output_dir_arg=""
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
   case "${args[i]}" in
-  --output-dir=*) output_dir="${args[i]#*=}" ;;
-  --output-dir) output_dir="${args[i + 1]:-}" ;;
+  --output-dir=*) output_dir_arg="${args[i]#*=}" ;;
+  --output-dir) output_dir_arg="${args[i + 1]:-}" ;;
   --servers=*) servers="${args[i]#*=}" ;;
   --servers) servers="${args[i + 1]:-}" ;;
   -h | --help)
@@ -38,8 +38,8 @@ for ((i = 0; i < ${#args[@]}; i++)); do
     ;;
   esac
 done
-if [[ -n "${output_dir}" ]]; then
-  PEERDISCOVERY_OUTPUT_DIR="$(realpath -m "${output_dir}")"
+if [[ -n "${output_dir_arg}" ]]; then
+  PEERDISCOVERY_OUTPUT_DIR="$(realpath -m "${output_dir_arg}")"
   export PEERDISCOVERY_OUTPUT_DIR
 fi
 
@@ -62,11 +62,8 @@ mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/
 "${HACK_DIR}/build-kubectl.sh"
 "${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
 
-log::info "building peerdiscovery-apiserver and local-up"
-(
-  cd "${REPO_ROOT}"
-  go build -o "${BIN_DIR}/peerdiscovery-apiserver" ./cmd/peerdiscovery-apiserver
-  go build -o "${BIN_DIR}/local-up" ./cmd/local-up
-)
+# local-up itself (re)builds peerdiscovery-apiserver (go build, incremental).
+log::info "building local-up"
+(cd "${REPO_ROOT}" && go build -o "${BIN_DIR}/local-up" ./cmd/local-up)
 
 exec "${BIN_DIR}/local-up" --output-dir "${OUTPUT_DIR}" "$@"

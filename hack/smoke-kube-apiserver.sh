@@ -12,7 +12,7 @@
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
-# shellcheck source=hack/lib/testing.sh
+# shellcheck source-path=SCRIPTDIR source=lib/testing.sh
 source "${HACK_DIR}/lib/testing.sh"
 
 require_cmd curl openssl
@@ -31,6 +31,10 @@ cleanup() {
         [[ -f "${f}" ]] || continue
         log::error "last lines of ${f}:"
         tail -n 30 "${f}" >&2 || true
+        if grep -q '^panic: ' "${f}"; then
+          log::error "${f} has a panic:"
+          grep -A3 '^panic: ' "${f}" >&2 || true
+        fi
       done
     fi
     if [[ -n "${KEEP_TMP:-}" ]]; then

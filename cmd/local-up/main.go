@@ -37,6 +37,8 @@ func main() {
 		rebuild     = pflag.Bool("rebuild", false, "Run the hack/build-*.sh scripts even if the binaries exist (they skip up-to-date ones).")
 		timeout     = pflag.Duration("timeout", localcluster.DefaultStartTimeout, "How long starting may take (after the builds).")
 		extBinary   = pflag.String("extension-binary", "", "Use this peerdiscovery-apiserver binary instead of building ./cmd/peerdiscovery-apiserver.")
+		extFlags    = pflag.StringArray("extension-flag", nil, "An extra flag for peerdiscovery-apiserver, e.g. --extension-flag=--v=4 (repeatable).")
+		serverBins  = pflag.StringArray("server-binary", nil, "VERSION=PATH: use this kube-apiserver binary for VERSION instead of _output/bin/kube-apiserver-VERSION/kube-apiserver (repeatable).")
 		serverFlags = pflag.StringArray("server-flag", nil, "VERSION=FLAG: an extra flag for the kube-apiservers of VERSION, e.g. --server-flag=v1.37.2=--runtime-config=resource.k8s.io/v1beta2=true (repeatable).")
 	)
 	pflag.Parse()
@@ -55,18 +57,28 @@ func main() {
 		}
 		extra[v] = append(extra[v], flag)
 	}
+	bins := map[string]string{}
+	for _, sb := range *serverBins {
+		v, path, ok := strings.Cut(sb, "=")
+		if !ok || path == "" {
+			log.Fatalf("--server-binary %q: want VERSION=PATH", sb)
+		}
+		bins[v] = path
+	}
 	cfg := localcluster.Config{
-		OutputDir:         *outputDir,
-		ExtensionReplicas: *replicas,
-		TombstonePeriod:   *tombstone,
-		RefreshInterval:   *refresh,
-		SubnetOctet:       *octet,
-		Verbosity:         *verbosity,
-		Rebuild:           *rebuild,
-		ExtensionBinary:   *extBinary,
-		StartTimeout:      *timeout,
-		BuildOutput:       os.Stderr,
-		Logf:              log.Printf,
+		OutputDir:           *outputDir,
+		ExtensionReplicas:   *replicas,
+		TombstonePeriod:     *tombstone,
+		RefreshInterval:     *refresh,
+		SubnetOctet:         *octet,
+		Verbosity:           *verbosity,
+		Rebuild:             *rebuild,
+		ExtensionBinary:     *extBinary,
+		ExtensionExtraFlags: *extFlags,
+		StartTimeout:        *timeout,
+		BuildOutput:         os.Stderr,
+		LinkKubeconfig:      true,
+		Logf:                log.Printf,
 	}
 	if *replicas == 0 {
 		cfg.ExtensionReplicas = -1
@@ -76,7 +88,7 @@ func main() {
 	}
 	for _, v := range *servers {
 		v = strings.TrimSpace(v)
-		cfg.Servers = append(cfg.Servers, localcluster.ServerSpec{Version: v, ExtraFlags: extra[v]})
+		cfg.Servers = append(cfg.Servers, localcluster.ServerSpec{Version: v, ExtraFlags: extra[v], Binary: bins[v]})
 	}
 
 	start := time.Now()
@@ -128,7 +140,11 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 	servers := c.Servers()
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nLocal control plane is ready (started in %s).\n\n", took.Round(time.Second))
-	fmt.Fprintf(&b, "Kubeconfig: %s\n  (this run: %s)\n\nContexts:\n", kc, c.Kubeconfig())
+	fmt.Fprintf(&b, "Kubeconfig: %s\n", kc)
+	if kc != c.Kubeconfig() {
+		fmt.Fprintf(&b, "  (a link to %s)\n", c.Kubeconfig())
+	}
+	b.WriteString("\nContexts:\n")
 	for _, s := range servers {
 		fmt.Fprintf(&b, "  %-10s %s  %s  (hostname %s, log %s)\n", s.Context, s.Version, s.Endpoint, s.Name, s.LogPath)
 	}

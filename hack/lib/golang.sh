@@ -6,7 +6,7 @@ if [[ -n "${PEERDISCOVERY_GOLANG_SOURCED:-}" ]]; then
 fi
 PEERDISCOVERY_GOLANG_SOURCED=1
 
-# shellcheck source=hack/lib/common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # The wrapper modules are built with the machine's toolchain; never let a go

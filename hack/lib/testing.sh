@@ -7,7 +7,7 @@ if [[ -n "${PEERDISCOVERY_TESTING_SOURCED:-}" ]]; then
 fi
 PEERDISCOVERY_TESTING_SOURCED=1
 
-# shellcheck source=hack/lib/common.sh
+# shellcheck source-path=SCRIPTDIR source=common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 # Ports handed out by free_port in this shell, so two calls never collide.

@@ -461,6 +461,32 @@ func TestRouteName(t *testing.T) {
 	}
 }
 
+// Peers' documents may carry such names (Validate admits any URL path
+// segment as a resource), and Compute still names every route validly.
+func TestComputeUnnamableGVRs(t *testing.T) {
+	apis := docs(grp("core", ver("v1", res("pods"))), grp("apps", ver("v1", res("Deployments"), res("a.b"))))
+	if err := merge.Validate(apis); err != nil {
+		t.Fatalf("merge.Validate rejects the document: %v", err)
+	}
+	out, err := Compute(Input{Peers: []Peer{readyPeer("a", coreDoc, apis)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, r := range out.Routes {
+		if errs := validation.IsDNS1123Subdomain(r.Name); len(errs) > 0 || names[r.Name] {
+			t.Errorf("route %q for %+v: invalid or repeated", r.Name, r.Spec)
+		}
+		names[r.Name] = true
+	}
+	if len(out.Routes) != 6 { // pods configmaps nodes (legacy), pods (group core), Deployments, a.b
+		t.Errorf("%d routes, want 6", len(out.Routes))
+	}
+	if rt := routeByName(out, "pods.v1.core"); rt == nil || rt.Spec.Group != "" {
+		t.Errorf("the legacy pods route is not pods.v1.core: %+v", rt)
+	}
+}
+
 func TestPeerName(t *testing.T) {
 	for _, tc := range []struct{ id, want string }{
 		{"kube-apiserver-a", "kube-apiserver-a"},

@@ -7,6 +7,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -21,6 +22,7 @@ import (
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -83,7 +85,9 @@ type Engine struct {
 	scrape    ScrapeFunc
 	publisher registry.Publisher
 	recorder  record.EventRecorder
-	clients   Clients
+	// broadcaster sends the recorder's events to the API; Run shuts it down.
+	broadcaster record.EventBroadcaster
+	clients     Clients
 
 	leases     cache.SharedIndexInformer
 	slices     cache.SharedIndexInformer
@@ -93,9 +97,11 @@ type Engine struct {
 	// Owned by the Run goroutine.
 	peers           map[string]*peerState
 	lastClusterWide map[schema.GroupVersion]string
-	deletedGVs      map[schema.GroupVersion]bool
-	badLeases       map[string]string
-	initialized     bool
+	// deletedGVs are GVs of deleted CRDs and APIServices, excluded from
+	// everything while a peer's document may still list them.
+	deletedGVs  map[schema.GroupVersion]bool
+	badLeases   map[string]string
+	initialized bool
 
 	trigger chan struct{}
 	results chan scrapeResult
@@ -163,10 +169,10 @@ func New(opts Options, clients Clients, restConfig *rest.Config, publisher regis
 		}
 	}
 	if clients.Kube != nil {
-		b := record.NewBroadcaster()
-		b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
+		e.broadcaster = record.NewBroadcaster()
+		e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
 		host, _ := os.Hostname()
-		e.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "peerdiscovery-apiserver", Host: host})
+		e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "peerdiscovery-apiserver", Host: host})
 	}
 	return e, nil
 }
@@ -199,6 +205,9 @@ func (e *Engine) poke() {
 // Run learns, scrapes and publishes until ctx is done.
 func (e *Engine) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("peer-engine")
+	if e.broadcaster != nil {
+		defer e.broadcaster.Shutdown()
+	}
 	for _, inf := range []cache.SharedIndexInformer{e.leases, e.slices, e.crds, e.apiservice} {
 		go inf.RunWithContext(ctx)
 	}
@@ -212,6 +221,16 @@ func (e *Engine) Run(ctx context.Context) error {
 	defer ticker.Stop()
 	e.reconcile(ctx, true)
 	for {
+		// Publish as soon as every peer was tried (at once when there is
+		// none), without waiting for another event.
+		if !e.initialized {
+			e.initialized = e.allTried() || e.clock.Since(started) > 2*e.opts.ScrapeTimeout
+		}
+		if e.initialized {
+			if err := e.publish(ctx); err != nil {
+				logger.Error(err, "Computing the view failed; the previous view stays")
+			}
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -221,14 +240,6 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.reconcile(ctx, false)
 		case r := <-e.results:
 			e.apply(ctx, r)
-		}
-		if !e.initialized {
-			e.initialized = e.allTried() || e.clock.Since(started) > 2*e.opts.ScrapeTimeout
-		}
-		if e.initialized {
-			if err := e.publish(ctx); err != nil {
-				logger.Error(err, "Computing the view failed; the previous view stays")
-			}
 		}
 	}
 }
@@ -349,10 +360,12 @@ func sliceEndpoints(s *discoveryv1.EndpointSlice) []string {
 			continue
 		}
 		for _, a := range ep.Addresses {
-			if net.ParseIP(a) == nil {
+			ip := net.ParseIP(a)
+			if ip == nil {
 				continue
 			}
-			out = append(out, net.JoinHostPort(a, strconv.Itoa(int(port))))
+			// Canonical, as peerlease.ValidateEndpoint makes lease endpoints.
+			out = append(out, net.JoinHostPort(ip.String(), strconv.Itoa(int(port))))
 		}
 	}
 	return out
@@ -417,6 +430,8 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 		case p.Left:
 			p.Left, p.LeftTime = false, time.Time{}
 			p.setReady(false, "Pending", "rejoined; discovery not read yet", now)
+			// Read it now, not at the next refresh.
+			p.again = true
 			e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s rejoined at %s", id, o.endpoint)
 		}
 		if p.Endpoint != o.endpoint {
@@ -431,12 +446,27 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			p.Sources = append(p.Sources, s)
 		}
 		sort.Slice(p.Sources, func(i, j int) bool { return p.Sources[i] < p.Sources[j] })
-		if all || changedCW || !p.tried || p.again {
+		// A first read already in flight needs no second one: informer
+		// events (the initial list's among them) would otherwise read
+		// every new peer twice.
+		if all || changedCW || (!p.tried && !p.inflight) || p.again {
 			e.startScrape(ctx, p)
 		}
 	}
+	byEndpoint := make(map[string]string, len(obs))
+	for id, o := range obs {
+		byEndpoint[o.endpoint] = id
+	}
 	for id, p := range e.peers {
 		if _, ok := obs[id]; ok {
+			continue
+		}
+		if other, ok := byEndpoint[p.Endpoint]; ok && id == p.Endpoint && !p.Left {
+			// A peer known only by its EndpointSlice address now has a lease
+			// at that address: the same server under its real ID, not a
+			// server that left.
+			delete(e.peers, id)
+			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s is now known as %s", id, other)
 			continue
 		}
 		if !p.Left {
@@ -450,12 +480,25 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s removed: tombstone of %s expired", id, e.opts.TombstonePeriod)
 		}
 	}
-	// A deleted GV stays excluded while any document still lists it.
-	for gv := range e.deletedGVs {
-		if !e.anyDocumentHas(gv) {
-			delete(e.deletedGVs, gv)
+	// A deleted GV stays excluded while any document still lists it, and
+	// while any scrape is in flight: one started before the deletion (a CRD
+	// created and deleted quickly) may still bring it back.
+	if len(e.deletedGVs) > 0 && !e.anyInflight() {
+		for gv := range e.deletedGVs {
+			if !e.anyDocumentHas(gv) {
+				delete(e.deletedGVs, gv)
+			}
 		}
 	}
+}
+
+func (e *Engine) anyInflight() bool {
+	for _, p := range e.peers {
+		if p.inflight {
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Engine) anyDocumentHas(gv schema.GroupVersion) bool {
@@ -527,18 +570,22 @@ func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 		// Stale answer: the peer left or moved while it was read.
 	case r.err != nil:
 		typ := ErrConnection
-		if se, ok := r.err.(*ScrapeError); ok {
+		var se *ScrapeError
+		if errors.As(r.err, &se) {
 			typ = se.Type
 		}
-		syncErrors.WithLabelValues(string(typ)).Inc()
+		peerproxymetrics.IncPeerDiscoverySyncError(ctx, string(typ))
 		scrapeDuration.WithLabelValues("error").Observe(r.took.Seconds())
 		msg := r.err.Error()
 		if len(msg) > 1024 {
 			msg = msg[:1024]
 		}
 		p.LastError, p.Stale = msg, p.HasDocument
+		// One event per new failure kind: when the peer stops being ready,
+		// when its first read fails, when the cause changes.
+		newCause := wasReady || p.ReadyReason != string(typ)
 		p.setReady(false, string(typ), msg, now)
-		if wasReady || p.ReadyTransition.Equal(now) {
+		if newCause {
 			e.event(p, corev1.EventTypeWarning, ReasonNotReady, "Peer %s not ready: %s", p.ServerID, msg)
 		}
 	default:

@@ -3,19 +3,16 @@ package engine
 import (
 	"sync"
 
+	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 )
 
-// Upstream's metric name is kept (subsystem "apiserver") so dashboards built
-// for the built-in peer proxy keep working.
+// apiserver_peer_discovery_sync_errors_total is upstream's counter,
+// incremented through upstream's package (k8s.io/apiserver registers it in
+// every server at startup; registering the name again would crash), so
+// dashboards built for the built-in proxy keep working.
 var (
-	syncErrors = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      "apiserver",
-		Name:           "peer_discovery_sync_errors_total",
-		Help:           "Total number of errors encountered while syncing discovery information from a peer kube-apiserver, by error type.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"type"})
 	scrapeDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace:      "peerdiscovery",
 		Name:           "scrape_duration_seconds",
@@ -48,6 +45,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		legacyregistry.MustRegister(syncErrors, scrapeDuration, peersGauge, routesGauge, computeDuration)
+		peerproxymetrics.Register()
+		legacyregistry.MustRegister(scrapeDuration, peersGauge, routesGauge, computeDuration)
 	})
 }

@@ -152,6 +152,13 @@ func (s *Scraper) get(ctx context.Context, endpoint, path, accept, etag string) 
 	if err != nil {
 		return nil, nil, &ScrapeError{Type: classify(ctx, err), Path: path, Err: err}
 	}
+	if ctx.Err() != nil {
+		// The deadline passed while the body was read: the body may be cut
+		// short even though the read reported no error (seen with a peer
+		// that stalls mid-way through a chunked HTTP/1.1 body). That is a
+		// timeout, not an undecodable document.
+		return nil, nil, &ScrapeError{Type: ErrTimeout, Path: path, Err: context.Cause(ctx)}
+	}
 	if int64(len(body)) > s.maxBytes {
 		return nil, nil, &ScrapeError{Type: ErrOversized, Path: path, Err: fmt.Errorf("document larger than %d bytes", s.maxBytes)}
 	}

@@ -69,16 +69,22 @@ func (o *Options) Validate() []error {
 	if o.ProxyClientCertFile == "" || o.ProxyClientKeyFile == "" {
 		errs = append(errs, fmt.Errorf("--proxy-client-cert-file and --proxy-client-key-file are required to proxy to peers: they carry the user's identity"))
 	}
+	addressOK := true
 	if o.PeerAdvertiseIP != "" && net.ParseIP(o.PeerAdvertiseIP) == nil {
 		errs = append(errs, fmt.Errorf("--peer-advertise-ip %q is not an IP address", o.PeerAdvertiseIP))
+		addressOK = false
 	}
 	if o.PeerAdvertisePort != "" {
 		if p, err := strconv.Atoi(o.PeerAdvertisePort); err != nil || p < 1 || p > 65535 {
 			errs = append(errs, fmt.Errorf("--peer-advertise-port %q must be a port number 1-65535", o.PeerAdvertisePort))
+			addressOK = false
 		}
 	}
-	if _, err := o.endpoint(); err != nil {
-		errs = append(errs, err)
+	// The endpoint check would only repeat a bad flag's error.
+	if addressOK {
+		if _, err := o.endpoint(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	return errs
 }

@@ -1,32 +1,24 @@
 package filter
 
 import (
+	"context"
 	"strconv"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 )
 
-// Upstream's names (subsystem "apiserver") are kept so dashboards built for
-// the built-in peer proxy keep working; the built-in proxy is off in
-// servers that carry this filter, so the names do not collide.
+// Upstream's counters (apiserver_rerouted_request_total,
+// apiserver_peer_proxy_errors_total) are incremented through upstream's own
+// package: every kube-apiserver registers them at startup even with the
+// built-in proxy off, so registering the names again would crash it, and
+// dashboards built for the built-in proxy keep working.
 var (
-	reroutedRequests = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      "apiserver",
-		Name:           "rerouted_request_total",
-		Help:           "Total number of requests that were proxied to a peer kube-apiserver because the local apiserver was not capable of serving it, by code, group, version and resource.",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"code", "group", "version", "resource"})
-	proxyErrors = metrics.NewCounterVec(&metrics.CounterOpts{
-		Subsystem:      "apiserver",
-		Name:           "peer_proxy_errors_total",
-		Help:           "Total number of errors encountered while proxying requests to a peer kube-apiserver, by type (connect: retried on the next peer; proxy: failed after the peer was reached; unavailable: answered 503).",
-		StabilityLevel: metrics.ALPHA,
-	}, []string{"type", "group", "version", "resource"})
 	proxyLatency = metrics.NewHistogramVec(&metrics.HistogramOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
@@ -48,7 +40,8 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		for _, c := range []metrics.Registerable{reroutedRequests, proxyErrors, proxyLatency, cacheSynced} {
+		peerproxymetrics.Register()
+		for _, c := range []metrics.Registerable{proxyLatency, cacheSynced} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver.
 			if err := legacyregistry.Register(c); err != nil {
@@ -58,15 +51,13 @@ func registerMetrics() {
 	})
 }
 
-func proxied(gvr schema.GroupVersionResource, code int, took time.Duration) {
-	reroutedRequests.WithLabelValues(strconv.Itoa(code), gvr.Group, gvr.Version, gvr.Resource).Inc()
+func proxied(ctx context.Context, gvr schema.GroupVersionResource, code int, took time.Duration) {
+	peerproxymetrics.IncPeerProxiedRequest(ctx, strconv.Itoa(code), gvr.Group, gvr.Version, gvr.Resource)
 	proxyLatency.WithLabelValues(gvr.Group, gvr.Resource).Observe(took.Seconds())
 }
 
-func proxyError(typ string, gvr schema.GroupVersionResource) {
-	proxyErrors.WithLabelValues(typ, gvr.Group, gvr.Version, gvr.Resource).Inc()
-}
-
-func unavailableTotal(gvr schema.GroupVersionResource) {
-	proxyErrors.WithLabelValues("unavailable", gvr.Group, gvr.Version, gvr.Resource).Inc()
+// proxyError counts by type: connect (retried on the next peer), proxy
+// (failed after the peer was reached), unavailable (answered 503).
+func proxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
+	peerproxymetrics.IncPeerProxyError(ctx, typ, gvr.Group, gvr.Version, gvr.Resource)
 }

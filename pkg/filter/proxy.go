@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,22 +166,28 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 		// HTTP/1) Hijacker, which upgrades need.
 		h.ServeHTTP(responsewriter.WrapForHTTP1Or2(tw), out)
 		if rec.err == nil {
-			proxied(res.GVR, tw.status(), time.Since(start))
+			proxied(r.Context(), res.GVR, tw.status(), time.Since(start))
 			return
 		}
 		lastErr = rec.err
-		if !retryable(rec.err) || tw.wrote || body.used() {
+		// Retry when the request never reached the peer, or when it is a
+		// safe read whose response has not started (a peer killed mid-GET).
+		if tw.wrote || body.used() || !(retryable(rec.err) || safeToRepeat(r)) {
 			// The peer may have seen the request: never replay it.
-			proxyError("proxy", res.GVR)
+			proxyError(r.Context(), "proxy", res.GVR)
 			klog.ErrorS(rec.err, "peerdiscovery filter: proxying failed", "peer", peer.ID, "gvr", res.GVR.String())
 			unavailable(w, r, s, res.GVR, fmt.Sprintf("peer %s failed: %v", peer.ID, rec.err), retryAfter)
 			return
 		}
-		proxyError("connect", res.GVR)
+		proxyError(r.Context(), "connect", res.GVR)
 		klog.V(2).InfoS("peerdiscovery filter: peer unreachable, trying the next", "peer", peer.ID, "attempt", i+1, "err", rec.err)
 	}
 	unavailable(w, r, s, res.GVR, fmt.Sprintf("no peer serving it could be reached: %v", lastErr), retryAfter)
 }
+
+// upgradeDialErrorPrefix starts UpgradeAwareHandler's errors for a backend
+// it could not connect to.
+const upgradeDialErrorPrefix = "error dialing backend: "
 
 // connectErrorResponder records the error instead of writing it, so the
 // caller can try another peer.
@@ -195,9 +202,22 @@ func retryable(err error) bool {
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		return true
 	}
+	// Upgrades (exec, attach, port-forward) dial in UpgradeAwareHandler,
+	// which flattens the dial and TLS handshake errors with %v under this
+	// prefix (k8s.io/apimachinery/pkg/util/proxy, v0.36 and v0.37): nothing
+	// was written to the peer yet.
+	if strings.HasPrefix(err.Error(), upgradeDialErrorPrefix) {
+		return true
+	}
 	var verifyErr *tls.CertificateVerificationError
 	var recordErr tls.RecordHeaderError
 	return errors.As(err, &verifyErr) || errors.As(err, &recordErr)
+}
+
+// safeToRepeat is true for reads that are not upgrades: repeating them on
+// another peer changes nothing.
+func safeToRepeat(r *http.Request) bool {
+	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Upgrade") == ""
 }
 
 // replayableBody lets a request body be handed to a second peer when the
@@ -260,6 +280,6 @@ func unavailable(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSer
 		Details: &metav1.StatusDetails{Group: gvr.Group, Kind: gvr.Resource, RetryAfterSeconds: int32(retryAfter)},
 	}}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-	unavailableTotal(gvr)
+	proxyError(r.Context(), "unavailable", gvr)
 	responsewriters.ErrorNegotiated(status, s, gvr.GroupVersion(), w, r)
 }

@@ -95,6 +95,14 @@ func startServer(t *testing.T) *testServer {
 		}
 		return nil
 	})
+	// Client certificates work once the client CA from
+	// extension-apiserver-authentication is loaded.
+	waitFor(t, 2*time.Minute, "client certificate authentication", func() error {
+		if code, body := ts.get(t, ts.admin(), "/apis/peerdiscovery.k8s.io/v1alpha1"); code != http.StatusOK {
+			return fmt.Errorf("%d: %s", code, body)
+		}
+		return nil
+	})
 	return ts
 }
 

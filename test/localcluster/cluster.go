@@ -245,8 +245,10 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 			return nil, err
 		}
 	}
-	if err := c.linkKubeconfig(localUp); err != nil {
-		return nil, err
+	if cfg.LinkKubeconfig {
+		if err := c.linkKubeconfig(localUp); err != nil {
+			return nil, err
+		}
 	}
 	cfg.Logf("cluster up in %s (run folder %s)", time.Since(start).Round(100*time.Millisecond), runDir)
 	return c, nil
@@ -449,7 +451,10 @@ func (c *Cluster) waitFor(ctx context.Context, p *process, what string, check fu
 				msg += "; last response: " + strings.TrimSpace(last)
 			}
 			if p != nil {
-				msg += fmt.Sprintf("; last lines of %s:\n%s", p.logPath, p.logTail(30))
+				if errs := p.logErrors(10); errs != "" {
+					msg += fmt.Sprintf("; last errors in %s:\n%s\n", p.logPath, errs)
+				}
+				msg += fmt.Sprintf("; last lines of %s:\n%s", p.logPath, p.logTail(20))
 			}
 			return errors.New(msg)
 		case <-time.After(250 * time.Millisecond):
@@ -493,6 +498,10 @@ func (c *Cluster) kubeAPIServerArgs(s *kubeServer) []string {
 		"--peer-advertise-ip="+ip,
 		"--peer-advertise-port="+strconv.Itoa(securePort),
 		"--endpoint-reconciler-type=lease",
+		// On SIGTERM, end watches at once (clients relist elsewhere)
+		// instead of keeping the HTTP server up for its 60s shutdown
+		// timeout while a client (peerdiscovery-apiserver) watches.
+		"--shutdown-watch-termination-grace-period=5s",
 		"--v="+strconv.Itoa(c.cfg.Verbosity),
 	)
 	return append(args, s.spec.ExtraFlags...)

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	utilversion "k8s.io/apimachinery/pkg/util/version"
@@ -111,6 +112,11 @@ type Config struct {
 	// BuildOutput receives the output of the builds (default: kept and
 	// shown only when a build fails).
 	BuildOutput io.Writer
+
+	// LinkKubeconfig makes OutputDir/local-up/kubeconfig a link to this
+	// run's kubeconfig (cmd/local-up does; tests usually should not, so a
+	// developer's running local-up keeps its link).
+	LinkKubeconfig bool
 
 	// Logf reports progress (default: silent), e.g. t.Logf or log.Printf.
 	Logf func(format string, args ...any)
@@ -314,6 +320,11 @@ func (c *Config) runBuild(ctx context.Context, what, name string, args ...string
 	c.Logf("building %s", what)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, name, args...)
+	// Its own process group, so cancelling stops the whole build (go
+	// build, the compilers), not only the script.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Dir = c.RepoRoot
 	cmd.Env = append(os.Environ(), "PEERDISCOVERY_OUTPUT_DIR="+c.OutputDir)
 	var buf bytes.Buffer

@@ -257,8 +257,15 @@ func (c *Cluster) lbBackends() []string {
 	return out
 }
 
+// extReadyTimeout bounds the wait for one replica's /readyz (normally a
+// second or two; a replica that is not ready by then is usually stuck, e.g.
+// on a missing RBAC rule).
+const extReadyTimeout = 2 * time.Minute
+
 func (c *Cluster) waitExtensionReady(ctx context.Context, e *extReplica) error {
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, extReadyTimeout)
+	defer cancel()
 	client := tlsClient(c.pki.extCA.CertPEM)
 	err := c.waitFor(ctx, e.proc, e.name+" /readyz", func(ctx context.Context) (bool, string) {
 		return httpOK(ctx, client, c.extEndpoint(e)+"/readyz?verbose")

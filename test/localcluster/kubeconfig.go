@@ -68,6 +68,6 @@ func (c *Cluster) linkKubeconfig(localUp string) error {
 	return nil
 }
 
-// StableKubeconfig is OutputDir/local-up/kubeconfig, a link to the
-// kubeconfig of the most recently started cluster.
+// StableKubeconfig is OutputDir/local-up/kubeconfig, a link to this
+// cluster's kubeconfig, with Config.LinkKubeconfig ("" otherwise).
 func (c *Cluster) StableKubeconfig() string { return c.kubectlLink }

@@ -160,6 +160,45 @@ func tailFile(path string, n int) string {
 	return string(bytes.Join(lines, []byte("\n")))
 }
 
+// logErrors returns the last n distinct klog error lines (E...) and panics
+// of the log: what usually explains a component that does not get ready,
+// buried under repeated health-check lines.
+func (p *process) logErrors(n int) string {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const max = 4 << 20
+	if st, err := f.Stat(); err == nil && st.Size() > max {
+		_, _ = f.Seek(-max, io.SeekEnd)
+	}
+	b, _ := io.ReadAll(f)
+	var out []string
+	seen := map[string]bool{}
+	lines := strings.Split(string(b), "\n")
+	for i := len(lines) - 1; i >= 0 && len(out) < n; i-- {
+		l := lines[i]
+		if !(strings.HasPrefix(l, "E") || strings.HasPrefix(l, "F") || strings.HasPrefix(l, "panic:")) {
+			continue
+		}
+		// Dedupe on the message, without the klog header.
+		key := l
+		if j := strings.Index(l, "] "); j >= 0 {
+			key = l[j+2:]
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		out = append(out, l)
+	}
+	for i, j := 0, len(out)-1; i < j; i, j = i+1, j-1 {
+		out[i], out[j] = out[j], out[i]
+	}
+	return strings.Join(out, "\n")
+}
+
 // shellJoin quotes argv for display.
 func shellJoin(argv []string) string {
 	out := make([]string, len(argv))

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	apiserver "k8s.io/apiserver/pkg/apis/apiserver"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
@@ -57,11 +56,6 @@ func NewOptions() *Options {
 	ro := genericoptions.NewRecommendedOptions("", pdapiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
 	ro.Etcd = nil
 	ro.Admission = nil
-	// Anonymous requests only for health probes (kubelets probe without
-	// credentials); anything else unauthenticated is a 401.
-	ro.Authentication.Anonymous = &apiserver.AnonymousAuthConfig{Enabled: true, Conditions: []apiserver.AnonymousAuthCondition{
-		{Path: "/livez"}, {Path: "/readyz"}, {Path: "/healthz"},
-	}}
 	// Self-signed certificates land here when no --tls-cert-file is given;
 	// a directory under /tmp works with a read-only root filesystem.
 	ro.SecureServing.ServerCert.CertDirectory = ""
@@ -143,6 +137,7 @@ func (o *Options) Config() (*pdapiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
+	cfg.Authentication.Authenticator = anonymousOnlyFor(cfg.Authentication.Authenticator, "/livez", "/readyz", "/healthz")
 	return &pdapiserver.Config{
 		GenericConfig: cfg,
 		ExtraConfig:   pdapiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine},

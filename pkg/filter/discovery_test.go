@@ -1,0 +1,288 @@
+package filter
+
+import (
+	"encoding/json"
+	"net/http"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
+)
+
+const (
+	acceptPeerAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+	acceptV2Beta1        = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+)
+
+func dres(name string) apidiscoveryv2.APIResourceDiscovery {
+	return apidiscoveryv2.APIResourceDiscovery{
+		Resource: name, Scope: apidiscoveryv2.ScopeNamespace, Verbs: []string{"get", "list", "watch"},
+		ResponseKind: &metav1.GroupVersionKind{Kind: strings.ToUpper(name[:1]) + name[1:]},
+	}
+}
+
+func dgroup(name, version string, resources ...string) apidiscoveryv2.APIGroupDiscovery {
+	v := apidiscoveryv2.APIVersionDiscovery{Version: version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
+	for _, r := range resources {
+		v.Resources = append(v.Resources, dres(r))
+	}
+	return apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: name}, Versions: []apidiscoveryv2.APIVersionDiscovery{v}}
+}
+
+// mergedDiscovery is the PeerAggregatedDiscovery peerdiscovery-apiserver
+// serves: every peer's documents merged, with their ETags.
+func mergedDiscovery(t *testing.T, rv string, api, apis []apidiscoveryv2.APIGroupDiscovery) *v1alpha1.PeerAggregatedDiscovery {
+	t.Helper()
+	apiETag, err := merge.ETag(api)
+	if err != nil {
+		t.Fatal(err)
+	}
+	apisETag, err := merge.ETag(apis)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &v1alpha1.PeerAggregatedDiscovery{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName, ResourceVersion: rv},
+		Status: v1alpha1.PeerAggregatedDiscoveryStatus{
+			API:  v1alpha1.DiscoveryDocument{ETag: apiETag, Items: api},
+			APIs: v1alpha1.DiscoveryDocument{ETag: apisETag, Items: apis},
+		},
+	}
+}
+
+// setLocalDiscovery replaces this server's own documents.
+func (e *env) setLocalDiscovery(api, apis []apidiscoveryv2.APIGroupDiscovery) {
+	d := &localDoc{api: api, apis: apis, gvrs: map[schema.GroupVersionResource]struct{}{}}
+	if prev := e.f.local.doc.Load(); prev != nil {
+		d.generation = prev.generation + 1
+	}
+	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{api, apis} {
+		for _, g := range doc {
+			for _, v := range g.Versions {
+				for _, r := range v.Resources {
+					d.gvrs[schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}] = struct{}{}
+				}
+			}
+		}
+	}
+	e.f.local.doc.Store(d)
+}
+
+type discoveryResponse struct {
+	code  int
+	etag  string
+	ctype string
+	local bool
+	items []apidiscoveryv2.APIGroupDiscovery
+	raw   string
+}
+
+func (e *env) getDiscovery(t *testing.T, path, accept, ifNoneMatch string) discoveryResponse {
+	t.Helper()
+	before := e.local.calls.Load()
+	req := e.newRequest(http.MethodGet, path, nil)
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	if ifNoneMatch != "" {
+		req.Header.Set("If-None-Match", ifNoneMatch)
+	}
+	resp := e.do(req)
+	body := readBody(t, resp)
+	out := discoveryResponse{
+		code: resp.StatusCode, etag: resp.Header.Get("ETag"), ctype: resp.Header.Get("Content-Type"),
+		local: e.local.calls.Load() != before, raw: body,
+	}
+	if resp.StatusCode == http.StatusOK && !out.local {
+		var list apidiscoveryv2.APIGroupDiscoveryList
+		if err := json.Unmarshal([]byte(body), &list); err != nil {
+			t.Fatalf("%s: %v: %s", path, err, body)
+		}
+		if list.Kind != "APIGroupDiscoveryList" || list.APIVersion != "apidiscovery.k8s.io/v2" {
+			t.Fatalf("%s: served %s %s", path, list.APIVersion, list.Kind)
+		}
+		out.items = list.Items
+	}
+	return out
+}
+
+func sameJSON(t *testing.T, a, b any) bool {
+	t.Helper()
+	ja, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	jb, err := json.Marshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(ja) == string(jb)
+}
+
+func groupNames(groups []apidiscoveryv2.APIGroupDiscovery) []string {
+	var out []string
+	for _, g := range groups {
+		out = append(out, g.Name)
+	}
+	return out
+}
+
+func TestPeerAggregatedDiscovery(t *testing.T) {
+	e := newEnv(t)
+	mergedAPI := []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods", "configmaps")}
+	mergedAPIs := []apidiscoveryv2.APIGroupDiscovery{
+		dgroup("apps", "v1", "deployments"),
+		dgroup("example.com", "v1", "widgets"),
+		dgroup("peer.example.com", "v1", "things"), // served by a peer only
+	}
+	merged := mergedDiscovery(t, "7", mergedAPI, mergedAPIs)
+	e.f.state.merged.Store(merged)
+	localAPI := []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}
+	e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets")})
+
+	t.Run("steady state: the merged document as is", func(t *testing.T) {
+		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, "")
+		if r.code != http.StatusOK || r.local {
+			t.Fatalf("%d, local %v: %s", r.code, r.local, r.raw)
+		}
+		if !strings.HasPrefix(r.ctype, acceptPeerAggregated) {
+			t.Errorf("Content-Type %q", r.ctype)
+		}
+		if r.etag != strconv.Quote(merged.Status.APIs.ETag) {
+			t.Errorf("ETag %s, want the merged document's, quoted: %q", r.etag, merged.Status.APIs.ETag)
+		}
+		if !sameJSON(t, r.items, mergedAPIs) {
+			t.Errorf("served %s, want the merged document", r.raw)
+		}
+		// Every server answers the same bytes: the ETag is the document's.
+		if tag, err := merge.ETag(r.items); err != nil || strconv.Quote(tag) != r.etag {
+			t.Errorf("ETag %s is not the hash of the served items (%s, %v)", r.etag, tag, err)
+		}
+	})
+	t.Run("If-None-Match: 304", func(t *testing.T) {
+		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, strconv.Quote(merged.Status.APIs.ETag))
+		if r.code != http.StatusNotModified || r.raw != "" || r.local {
+			t.Fatalf("%d local %v %q", r.code, r.local, r.raw)
+		}
+		r = e.getDiscovery(t, "/apis", acceptPeerAggregated, `"stale"`)
+		if r.code != http.StatusOK || len(r.items) != 3 {
+			t.Fatalf("stale If-None-Match: %d, %d groups", r.code, len(r.items))
+		}
+	})
+	t.Run("core /api", func(t *testing.T) {
+		r := e.getDiscovery(t, "/api", acceptPeerAggregated, "")
+		if r.code != http.StatusOK || r.local || r.etag != strconv.Quote(merged.Status.API.ETag) || !sameJSON(t, r.items, mergedAPI) {
+			t.Fatalf("%d local %v etag %s: %s", r.code, r.local, r.etag, r.raw)
+		}
+	})
+	for _, tc := range []struct{ name, path, accept string }{
+		{"profile=nopeer: this server's own view", "/apis", acceptPeerAggregated + ";profile=nopeer"},
+		{"profile=nopeer on /api", "/api", acceptPeerAggregated + ";profile=nopeer"},
+		{"legacy discovery", "/apis", "application/json"},
+		{"no Accept", "/apis", ""},
+		{"v2beta1", "/apis", acceptV2Beta1},
+		{"group discovery", "/apis/apps", acceptPeerAggregated},
+		{"not discovery", "/version", acceptPeerAggregated},
+	} {
+		t.Run(tc.name+": passed to the chain", func(t *testing.T) {
+			if r := e.getDiscovery(t, tc.path, tc.accept, ""); !r.local {
+				t.Fatalf("served by the filter: %d %s", r.code, r.raw)
+			}
+		})
+	}
+	t.Run("not GET: passed to the chain", func(t *testing.T) {
+		req := e.newRequest(http.MethodPost, "/apis", strings.NewReader("{}"))
+		req.Header.Set("Accept", acceptPeerAggregated)
+		before := e.local.calls.Load()
+		readBody(t, e.do(req))
+		if e.local.calls.Load() == before {
+			t.Fatal("POST /apis served by the filter")
+		}
+	})
+
+	t.Run("a local-only group is in the combined document", func(t *testing.T) {
+		// A CRD created here shows at once, before peerdiscovery-apiserver
+		// has merged it.
+		e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{
+			dgroup("apps", "v1", "deployments"),
+			dgroup("example.com", "v1", "widgets", "gizmos"),
+			dgroup("local.example.com", "v1", "newthings"),
+		})
+		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, "")
+		if r.code != http.StatusOK || r.local {
+			t.Fatalf("%d local %v", r.code, r.local)
+		}
+		names := groupNames(r.items)
+		for _, want := range []string{"apps", "example.com", "peer.example.com", "local.example.com"} {
+			if !contains1(names, want) {
+				t.Fatalf("groups %v lack %s", names, want)
+			}
+		}
+		var resources []string
+		for _, g := range r.items {
+			if g.Name == "example.com" {
+				for _, res := range g.Versions[0].Resources {
+					resources = append(resources, res.Resource)
+				}
+			}
+		}
+		if !contains1(resources, "gizmos") || !contains1(resources, "widgets") {
+			t.Fatalf("example.com/v1 resources %v", resources)
+		}
+		if r.etag == strconv.Quote(merged.Status.APIs.ETag) || r.etag == "" || r.etag[0] != '"' {
+			t.Fatalf("ETag %s must be the combined document's", r.etag)
+		}
+		if tag, err := merge.ETag(r.items); err != nil || strconv.Quote(tag) != r.etag {
+			t.Errorf("ETag %s is not the hash of the served items (%s, %v)", r.etag, tag, err)
+		}
+		// Deterministic, and cached by ETag.
+		if again := e.getDiscovery(t, "/apis", acceptPeerAggregated, ""); again.etag != r.etag || again.raw != r.raw {
+			t.Fatal("the combined document changed between two requests")
+		}
+		if nm := e.getDiscovery(t, "/apis", acceptPeerAggregated, r.etag); nm.code != http.StatusNotModified {
+			t.Fatalf("If-None-Match with the combined ETag: %d", nm.code)
+		}
+		// /api is unaffected.
+		if api := e.getDiscovery(t, "/api", acceptPeerAggregated, ""); api.etag != strconv.Quote(merged.Status.API.ETag) {
+			t.Fatalf("/api ETag %s", api.etag)
+		}
+	})
+	t.Run("a new merged document replaces the old one", func(t *testing.T) {
+		e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments")})
+		next := mergedDiscovery(t, "8", mergedAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("new.example.com", "v1", "news")})
+		e.f.state.merged.Store(next)
+		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, strconv.Quote(merged.Status.APIs.ETag))
+		if r.code != http.StatusOK || r.etag != strconv.Quote(next.Status.APIs.ETag) || !reflect.DeepEqual(groupNames(r.items), []string{"apps", "new.example.com"}) {
+			t.Fatalf("%d %s %v", r.code, r.etag, groupNames(r.items))
+		}
+	})
+	t.Run("caches not synced: passed to the chain", func(t *testing.T) {
+		e.f.state.isSynced.Store(false)
+		defer e.f.state.isSynced.Store(true)
+		if r := e.getDiscovery(t, "/apis", acceptPeerAggregated, ""); !r.local {
+			t.Fatal("served by the filter while not synced")
+		}
+	})
+	t.Run("no merged document yet: passed to the chain", func(t *testing.T) {
+		e.f.state.merged.Store(nil)
+		if r := e.getDiscovery(t, "/apis", acceptPeerAggregated, ""); !r.local {
+			t.Fatal("served by the filter without a merged document")
+		}
+	})
+}
+
+func contains1(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

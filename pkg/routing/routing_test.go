@@ -1,0 +1,390 @@
+package routing
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+)
+
+const self = "apiserver-self"
+
+var (
+	pods      = gvr("", "v1", "pods")
+	widgets   = gvr("example.com", "v1", "widgets")
+	gadgets   = gvr("example.com", "v1beta1", "gadgets")
+	crds      = gvr("crd.example.com", "v1", "things")
+	aggr      = gvr("metrics.k8s.io", "v1beta1", "nodes")
+	unknown   = gvr("nowhere.example.com", "v1", "ghosts")
+	onlySelf  = gvr("example.com", "v1", "selfish")
+	noneReady = gvr("example.com", "v1", "sleepy")
+	onlyLeft  = gvr("example.com", "v1", "departed")
+	noPeers   = gvr("example.com", "v1", "empty")
+)
+
+// testTable has one route for every branch of Decide.
+func testTable() *Table {
+	return NewTable([]*v1alpha1.PeerRoutingTable{
+		rt(pods, servedByAll, withPeers(ready(self), ready("a"), ready("b"))),
+		// widgets: self listed (it does not serve it now), one ready peer,
+		// one not ready, one left.
+		rt(widgets, withPeers(ready(self), ready("b"), notReady("c"), left("d"))),
+		rt(gadgets, withPeers(ready("a"), ready("b"), ready("c"), ready("e"), notReady("f"), left("g"))),
+		rt(crds, clusterWide("CustomResourceDefinition"), withPeers(ready("a"))),
+		rt(aggr, clusterWide("APIService")),
+		rt(onlySelf, withPeers(ready(self))),
+		rt(noneReady, withPeers(ready(self), notReady("a"), notReady("b"), left("c"))),
+		rt(onlyLeft, withPeers(left("a"), left("b"))),
+		rt(noPeers),
+	}, nil)
+}
+
+func TestDecide(t *testing.T) {
+	table := testTable()
+	local := localSet{pods: true}
+	cases := []struct {
+		name       string
+		req        Request
+		want       v1alpha1.RouteDecision
+		why        why
+		candidates []string
+		hasRoute   bool
+		reason     []string // substrings of Reason()
+	}{{
+		name:   "non-resource request",
+		req:    Request{IsResourceRequest: false, GVR: widgets},
+		want:   v1alpha1.RouteLocal,
+		why:    whyNonResource,
+		reason: []string{"not a resource request"},
+	}, {
+		name:   "already proxied by a peer, even for a proxied GVR",
+		req:    Request{IsResourceRequest: true, GVR: widgets, AlreadyProxied: true},
+		want:   v1alpha1.RouteLocal,
+		why:    whyProxied,
+		reason: []string{"already proxied"},
+	}, {
+		name:   "already proxied, unknown GVR",
+		req:    Request{IsResourceRequest: true, GVR: unknown, AlreadyProxied: true},
+		want:   v1alpha1.RouteLocal,
+		why:    whyProxied,
+		reason: []string{"never proxied twice"},
+	}, {
+		name:   "served locally",
+		req:    Request{IsResourceRequest: true, GVR: pods},
+		want:   v1alpha1.RouteLocal,
+		why:    whyLocal,
+		reason: []string{"v1/pods is served by this server"},
+	}, {
+		name:     "cluster-wide CRD, not in the local discovery yet",
+		req:      Request{IsResourceRequest: true, GVR: crds},
+		want:     v1alpha1.RouteLocal,
+		why:      whyClusterWide,
+		hasRoute: true,
+		reason:   []string{"crd.example.com/v1/things", "cluster-wide", "CustomResourceDefinition", "never proxied"},
+	}, {
+		name:     "cluster-wide APIService",
+		req:      Request{IsResourceRequest: true, GVR: aggr},
+		want:     v1alpha1.RouteLocal,
+		why:      whyClusterWide,
+		hasRoute: true,
+		reason:   []string{"APIService"},
+	}, {
+		name:       "one ready peer; self, not-ready and left peers excluded",
+		req:        Request{IsResourceRequest: true, GVR: widgets},
+		want:       v1alpha1.RouteProxy,
+		why:        whyProxy,
+		candidates: []string{"b"},
+		hasRoute:   true,
+		reason:     []string{"example.com/v1/widgets is not served here", "proxy to b"},
+	}, {
+		name:       "several ready peers, in the source's order",
+		req:        Request{IsResourceRequest: true, GVR: gadgets},
+		want:       v1alpha1.RouteProxy,
+		why:        whyProxy,
+		candidates: expectedOrder(self, []string{"a", "b", "c", "e"}),
+		hasRoute:   true,
+		reason:     []string{"ready peers, in order: " + strings.Join(expectedOrder(self, []string{"a", "b", "c", "e"}), ", ")},
+	}, {
+		name:     "peers known but none ready",
+		req:      Request{IsResourceRequest: true, GVR: noneReady},
+		want:     v1alpha1.RouteUnavailable,
+		why:      whyNoneReady,
+		hasRoute: true,
+		reason:   []string{"served by a, b, c but none is ready"},
+	}, {
+		name:     "only left (tombstoned) peers",
+		req:      Request{IsResourceRequest: true, GVR: onlyLeft},
+		want:     v1alpha1.RouteUnavailable,
+		why:      whyNoneReady,
+		hasRoute: true,
+		reason:   []string{"served by a, b but none is ready"},
+	}, {
+		name:     "only this server listed",
+		req:      Request{IsResourceRequest: true, GVR: onlySelf},
+		want:     v1alpha1.RouteNotFound,
+		why:      whyOnlySelf,
+		hasRoute: true,
+		reason:   []string{"listed only for this server"},
+	}, {
+		name:     "route without peers",
+		req:      Request{IsResourceRequest: true, GVR: noPeers},
+		want:     v1alpha1.RouteNotFound,
+		why:      whyOnlySelf,
+		hasRoute: true,
+	}, {
+		name:   "unknown GVR",
+		req:    Request{IsResourceRequest: true, GVR: unknown},
+		want:   v1alpha1.RouteNotFound,
+		why:    whyUnknown,
+		reason: []string{"no peer serves nowhere.example.com/v1/ghosts"},
+	}}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res := Decide(table, tc.req, self, local)
+			if res.Decision != tc.want || res.why != tc.why {
+				t.Fatalf("Decide = %s (why %d), want %s (why %d); reason %q", res.Decision, res.why, tc.want, tc.why, res.Reason())
+			}
+			if got := ids(res.Candidates); !reflect.DeepEqual(got, tc.candidates) {
+				t.Errorf("candidates = %v, want %v", got, tc.candidates)
+			}
+			for _, c := range res.Candidates {
+				if c.ID == self || !c.Ready || c.Left {
+					t.Errorf("candidate %+v must be a ready peer other than self", c)
+				}
+				if c.Endpoint != endpointOf(c.ID) {
+					t.Errorf("candidate %s endpoint = %q", c.ID, c.Endpoint)
+				}
+			}
+			if (res.Route != nil) != tc.hasRoute {
+				t.Errorf("route = %v, want one: %v", res.Route, tc.hasRoute)
+			}
+			if res.Route != nil && res.Route.GVR != tc.req.GVR {
+				t.Errorf("route GVR = %v, want %v", res.Route.GVR, tc.req.GVR)
+			}
+			if res.GVR != tc.req.GVR {
+				t.Errorf("result GVR = %v, want %v", res.GVR, tc.req.GVR)
+			}
+			reason := res.Reason()
+			if reason == "" {
+				t.Fatal("empty reason")
+			}
+			for _, s := range tc.reason {
+				if !strings.Contains(reason, s) {
+					t.Errorf("reason %q does not contain %q", reason, s)
+				}
+			}
+		})
+	}
+}
+
+func TestDecideNilTableAndLocal(t *testing.T) {
+	res := Decide(nil, Request{IsResourceRequest: true, GVR: pods}, self, nil)
+	if res.Decision != v1alpha1.RouteNotFound || res.Route != nil {
+		t.Fatalf("nil table: %s, route %v", res.Decision, res.Route)
+	}
+	// No local view: the table decides alone.
+	res = Decide(testTable(), Request{IsResourceRequest: true, GVR: pods}, "x", nil)
+	if res.Decision != v1alpha1.RouteProxy {
+		t.Fatalf("nil local, peers serving: %s (%s)", res.Decision, res.Reason())
+	}
+	if got, want := ids(res.Candidates), expectedOrder("x", []string{self, "a", "b"}); !reflect.DeepEqual(got, want) {
+		t.Fatalf("candidates = %v, want %v", got, want)
+	}
+	if NewTable(nil, nil).Len() != 0 || (*Table)(nil).Len() != 0 || (*Table)(nil).Lookup(pods) != nil {
+		t.Fatal("empty and nil tables must be empty")
+	}
+	if n := testTable().Len(); n != 9 {
+		t.Fatalf("Len = %d, want 9", n)
+	}
+}
+
+// TestLocalFunc checks the adapter.
+func TestLocalFunc(t *testing.T) {
+	var seen schema.GroupVersionResource
+	l := LocalFunc(func(g schema.GroupVersionResource) bool { seen = g; return g == pods })
+	if !l.Serves(pods) || seen != pods || l.Serves(widgets) {
+		t.Fatal("LocalFunc does not delegate")
+	}
+}
+
+func TestCandidateOrder(t *testing.T) {
+	var peers []string
+	for i := range 8 {
+		peers = append(peers, fmt.Sprintf("apiserver-%c", 'a'+i))
+	}
+	table := func(order []string) *Table {
+		var rps []v1alpha1.RoutingPeer
+		for _, id := range order {
+			rps = append(rps, ready(id))
+		}
+		return NewTable([]*v1alpha1.PeerRoutingTable{rt(widgets, withPeers(rps...))}, nil)
+	}
+	req := Request{IsResourceRequest: true, GVR: widgets}
+	firsts := map[string]bool{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for s := range 16 {
+		src := fmt.Sprintf("source-%d", s)
+		want := expectedOrder(src, peers)
+		for range 5 {
+			// The order of the table's list does not matter.
+			shuffled := append([]string(nil), peers...)
+			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+			res := Decide(table(shuffled), req, src, nil)
+			if got := ids(res.Candidates); !reflect.DeepEqual(got, want) {
+				t.Fatalf("source %s, table order %v: candidates %v, want %v", src, shuffled, got, want)
+			}
+		}
+		firsts[want[0]] = true
+	}
+	// Different sources prefer different peers: the load spreads.
+	if len(firsts) < 3 {
+		t.Fatalf("16 sources prefer only %d distinct peers: %v", len(firsts), firsts)
+	}
+	// A source that is itself a peer never lists itself.
+	res := Decide(table(peers), req, peers[3], nil)
+	want := expectedOrder(peers[3], append(append([]string(nil), peers[:3]...), peers[4:]...))
+	if got := ids(res.Candidates); !reflect.DeepEqual(got, want) {
+		t.Fatalf("self among peers: %v, want %v", got, want)
+	}
+	// The decision must not reorder the table's own route.
+	if got := ids(table(peers).Lookup(widgets).Peers); !reflect.DeepEqual(got, peers) {
+		t.Fatalf("route peers reordered: %v", got)
+	}
+	r := table(peers)
+	Decide(r, req, "source-1", nil)
+	if got := ids(r.Lookup(widgets).Peers); !reflect.DeepEqual(got, peers) {
+		t.Fatalf("Decide reordered the route: %v", got)
+	}
+}
+
+func TestNewTablePeerOverrides(t *testing.T) {
+	tables := []*v1alpha1.PeerRoutingTable{
+		// The routing table still says a and b are ready, c not ready,
+		// d ready, e ready; the peers' own objects say otherwise.
+		rt(widgets, withPeers(ready("a"), ready("b"), notReady("c"), ready("d"), ready("e"))),
+		rt(gadgets, withPeers(ready("a"))),
+		rt(pods, withPeers(notReady("c"))),
+	}
+	peers := []*v1alpha1.APIServerPeer{
+		peerObject("a", "10.0.0.1:6443", metav1.ConditionFalse, false), // went not-ready
+		peerObject("b", "10.0.0.2:6443", metav1.ConditionTrue, true),   // left
+		peerObject("c", "10.0.0.3:6443", metav1.ConditionTrue, false),  // became ready
+		peerObject("d", "10.0.0.4:6443", "", false),                    // no Ready condition yet
+		peerObject("z", "10.0.0.9:6443", metav1.ConditionTrue, false),  // serves nothing listed
+	}
+	table := NewTable(tables, peers)
+	got := table.Lookup(widgets).Peers
+	want := []Peer{
+		{ID: "a", Endpoint: "10.0.0.1:6443"},
+		{ID: "b", Endpoint: "10.0.0.2:6443", Left: true},
+		{ID: "c", Endpoint: "10.0.0.3:6443", Ready: true},
+		{ID: "d", Endpoint: "10.0.0.4:6443"},
+		// e has no APIServerPeer: the routing table's word stands.
+		{ID: "e", Endpoint: endpointOf("e"), Ready: true},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("peers = %+v\nwant %+v", got, want)
+	}
+	res := Decide(table, Request{IsResourceRequest: true, GVR: widgets}, self, nil)
+	if w := expectedOrder(self, []string{"c", "e"}); res.Decision != v1alpha1.RouteProxy || !reflect.DeepEqual(ids(res.Candidates), w) {
+		t.Fatalf("widgets: %s %v, want Proxy %v", res.Decision, ids(res.Candidates), w)
+	}
+	// a's own object makes it not-ready although the table says ready.
+	if res := Decide(table, Request{IsResourceRequest: true, GVR: gadgets}, self, nil); res.Decision != v1alpha1.RouteUnavailable {
+		t.Fatalf("gadgets: %s (%s), want Unavailable", res.Decision, res.Reason())
+	}
+	// c's own object makes it ready although the table says not ready.
+	if res := Decide(table, Request{IsResourceRequest: true, GVR: pods}, self, nil); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].Endpoint != "10.0.0.3:6443" {
+		t.Fatalf("pods: %s %+v, want Proxy to c at its own endpoint", res.Decision, res.Candidates)
+	}
+}
+
+func TestPeerFromObject(t *testing.T) {
+	cases := []struct {
+		name string
+		obj  *v1alpha1.APIServerPeer
+		want Peer
+	}{
+		{"ready", peerObject("a", "e:1", metav1.ConditionTrue, false), Peer{ID: "a", Endpoint: "e:1", Ready: true}},
+		{"not ready", peerObject("a", "e:1", metav1.ConditionFalse, false), Peer{ID: "a", Endpoint: "e:1"}},
+		{"unknown", peerObject("a", "e:1", metav1.ConditionUnknown, false), Peer{ID: "a", Endpoint: "e:1"}},
+		{"no condition", peerObject("a", "e:1", "", false), Peer{ID: "a", Endpoint: "e:1"}},
+		{"left while ready", peerObject("a", "e:1", metav1.ConditionTrue, true), Peer{ID: "a", Endpoint: "e:1", Left: true}},
+	}
+	for _, tc := range cases {
+		if got := PeerFromObject(tc.obj); got != tc.want {
+			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReasonTexts checks every reason is a sentence, also for Results
+// built by hand.
+func TestReasonTexts(t *testing.T) {
+	route := &Route{GVR: widgets, Peers: []Peer{{ID: self}, {ID: "a"}}, ClusterWide: true, ClusterWideSource: "APIService"}
+	for w := whyNonResource; w <= whyProxy; w++ {
+		r := Result{GVR: widgets, self: self, why: w, Route: route, Candidates: []Peer{{ID: "a"}}}
+		if s := r.Reason(); s == "" {
+			t.Errorf("why %d: empty reason", w)
+		}
+	}
+	r := Result{GVR: widgets, self: self, why: whyNoneReady, Route: route}
+	if s := r.Reason(); strings.Contains(s, self) || !strings.Contains(s, "served by a but none is ready") {
+		t.Errorf("none-ready reason must name the other peers only: %q", s)
+	}
+}
+
+// TestDecideLocalPathDoesNotAllocate: the filter's common path costs no
+// allocation.
+func TestDecideLocalPathDoesNotAllocate(t *testing.T) {
+	table := testTable()
+	local := localSet{pods: true}
+	for _, tc := range []struct {
+		name string
+		req  Request
+		want v1alpha1.RouteDecision
+	}{
+		{"non-resource", Request{GVR: widgets}, v1alpha1.RouteLocal},
+		{"already proxied", Request{IsResourceRequest: true, GVR: widgets, AlreadyProxied: true}, v1alpha1.RouteLocal},
+		{"served locally", Request{IsResourceRequest: true, GVR: pods}, v1alpha1.RouteLocal},
+		{"cluster-wide", Request{IsResourceRequest: true, GVR: crds}, v1alpha1.RouteLocal},
+		{"unknown", Request{IsResourceRequest: true, GVR: unknown}, v1alpha1.RouteNotFound},
+		{"none ready", Request{IsResourceRequest: true, GVR: noneReady}, v1alpha1.RouteUnavailable},
+	} {
+		var res Result
+		allocs := testing.AllocsPerRun(1000, func() { res = Decide(table, tc.req, self, local) })
+		if res.Decision != tc.want {
+			t.Fatalf("%s: %s, want %s", tc.name, res.Decision, tc.want)
+		}
+		if allocs != 0 {
+			t.Errorf("%s: Decide allocates %v times per call, want 0", tc.name, allocs)
+		}
+	}
+}
+
+func BenchmarkDecide(b *testing.B) {
+	table := testTable()
+	local := localSet{pods: true}
+	for _, bc := range []struct {
+		name string
+		req  Request
+	}{
+		{"local", Request{IsResourceRequest: true, GVR: pods}},
+		{"proxy-1", Request{IsResourceRequest: true, GVR: widgets}},
+		{"proxy-4", Request{IsResourceRequest: true, GVR: gadgets}},
+		{"notfound", Request{IsResourceRequest: true, GVR: unknown}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				Decide(table, bc.req, self, local)
+			}
+		})
+	}
+}
