@@ -158,11 +158,15 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 	fmt.Fprintf(&b, "Use kubectl %s (/usr/bin/kubectl is outside the version skew).\n\nTry:\n", localcluster.KubectlVersion)
 	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, kc)
 	oldest := servers[0].Context
-	fmt.Fprintf(&b, "  %s --context %s get peerroutingtables\n", k, oldest)
-	fmt.Fprintf(&b, "  %s --context %s get apiserverpeers\n", k, oldest)
-	fmt.Fprintf(&b, "  %s --context %s get --raw /apis/peerdiscovery.k8s.io/v1alpha1/peeraggregateddiscoveries/cluster\n", k, oldest)
-	for _, s := range servers {
-		fmt.Fprintf(&b, "  %s --context %s get apiservice %s\n", k, s.Context, localcluster.APIServiceName)
+	if len(c.Extensions()) > 0 {
+		fmt.Fprintf(&b, "  %s --context %s get peerroutingtables\n", k, oldest)
+		fmt.Fprintf(&b, "  %s --context %s get apiserverpeers\n", k, oldest)
+		fmt.Fprintf(&b, "  %s --context %s get --raw /apis/peerdiscovery.k8s.io/v1alpha1/peeraggregateddiscoveries/cluster\n", k, oldest)
+		for _, s := range servers {
+			fmt.Fprintf(&b, "  %s --context %s get apiservice %s\n", k, s.Context, localcluster.APIServiceName)
+		}
+	} else {
+		fmt.Fprintf(&b, "  %s --context %s get namespaces\n", k, oldest)
 	}
 	fmt.Fprintf(&b, "  %s --context %s api-resources\n", k, servers[len(servers)-1].Context)
 	b.WriteString("\nPress Ctrl-C to stop everything.\n")

@@ -106,6 +106,7 @@ func (c completedConfig) New() (*Server, error) {
 	})
 
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(api.GroupName, Scheme, metav1.ParameterCodec, Codecs)
+	apiGroupInfo.NegotiatedSerializer = NegotiatedSerializer
 	apiGroupInfo.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = view.Storage()
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
 	"net/url"
 	"strconv"
 	"strings"
@@ -20,7 +21,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
+	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/endpoints/responsewriter"
@@ -45,6 +48,13 @@ type proxier struct {
 	keyBytes []byte
 
 	transport atomic.Pointer[http.Transport]
+
+	// proxies holds one reverse proxy per peer endpoint (a handful: one
+	// per kube-apiserver), built once. Building one per request, as
+	// UpgradeAwareHandler does, costs allocations and a 32 KiB copy buffer
+	// on every proxied request.
+	proxies      sync.Map // endpoint -> *httputil.ReverseProxy
+	proxiesCount atomic.Int32
 }
 
 func newProxier(caFile, certFile, keyFile, serverName string) (*proxier, error) {
@@ -133,7 +143,7 @@ func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 // that cannot be connected to never saw the request, so the next one is
 // tried, writes included. When none can be reached the answer is 503.
 func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int, local http.Handler) {
-	user, ok := apirequest.UserFrom(r.Context())
+	u, ok := apirequest.UserFrom(r.Context())
 	if !ok {
 		responsewriters.InternalError(w, r, errors.New("no user in the request context"))
 		return
@@ -143,57 +153,162 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
 	}
+	upgrade := httpstream.IsUpgradeRequest(r)
 	var lastErr error
 	for i, peer := range res.Candidates {
-		location := &url.URL{Scheme: "https", Host: peer.Endpoint, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
-		out := r.Clone(r.Context())
-		out.URL = location
-		out.Host = location.Host
-		out.RequestURI = ""
-		// Identity comes only from the authenticated user: any X-Remote-*
-		// header a client sent is removed and the headers are set again.
-		// Setting them on the request (not in a round tripper) makes them
-		// reach the peer on upgrades (exec, attach, port-forward) too.
-		transport.SetAuthProxyHeaders(out, user.GetName(), user.GetUID(), user.GetGroups(), user.GetExtra())
-		out.Header.Set(PeerProxiedHeader, "true")
-
-		rec := &connectErrorResponder{}
 		tw := &trackingWriter{ResponseWriter: w}
-		h := proxy.NewUpgradeAwareHandler(location, p.transport.Load(), false, false, rec)
-		h.UseLocationHost = true
-		h.RejectForwardingRedirects = true
-		// The wrapper keeps the writer's Flusher, CloseNotifier and (on
-		// HTTP/1) Hijacker, which upgrades need.
-		h.ServeHTTP(responsewriter.WrapForHTTP1Or2(tw), out)
-		if rec.err == nil {
+		if upgrade {
+			p.serveUpgrade(tw, r, peer.Endpoint, u)
+		} else {
+			// The reverse proxy sets the identity on its copy of the
+			// request (see reverseProxy).
+			p.reverseProxy(peer.Endpoint).ServeHTTP(tw, r)
+		}
+		if tw.err == nil {
 			proxied(r.Context(), res.GVR, tw.status(), time.Since(start))
 			return
 		}
-		lastErr = rec.err
+		lastErr = tw.err
 		// Retry when the request never reached the peer, or when it is a
 		// safe read whose response has not started (a peer killed mid-GET).
-		if tw.wrote || body.used() || !(retryable(rec.err) || safeToRepeat(r)) {
+		if tw.wrote || body.used() || !(retryable(tw.err) || safeToRepeat(r)) {
 			// The peer may have seen the request: never replay it.
 			proxyError(r.Context(), "proxy", res.GVR)
-			klog.ErrorS(rec.err, "peerdiscovery filter: proxying failed", "peer", peer.ID, "gvr", res.GVR.String())
-			unavailable(w, r, s, res.GVR, fmt.Sprintf("peer %s failed: %v", peer.ID, rec.err), retryAfter)
+			klog.ErrorS(tw.err, "peerdiscovery filter: proxying failed", "peer", peer.ID, "gvr", res.GVR.String())
+			unavailable(w, r, s, res.GVR, fmt.Sprintf("peer %s failed: %v", peer.ID, tw.err), retryAfter)
 			return
 		}
 		proxyError(r.Context(), "connect", res.GVR)
-		klog.V(2).InfoS("peerdiscovery filter: peer unreachable, trying the next", "peer", peer.ID, "attempt", i+1, "err", rec.err)
+		klog.V(2).InfoS("peerdiscovery filter: peer unreachable, trying the next", "peer", peer.ID, "attempt", i+1, "err", tw.err)
 	}
 	unavailable(w, r, s, res.GVR, fmt.Sprintf("no peer serving it could be reached: %v", lastErr), retryAfter)
+}
+
+// serveUpgrade proxies an upgrade (exec, attach, port-forward, websocket)
+// with UpgradeAwareHandler, which dials the peer and splices the hijacked
+// connections. The identity is set on the request itself: the upgrade dial
+// does not go through a round tripper (upstream loses it there).
+func (p *proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint string, u user.Info) {
+	location := &url.URL{Scheme: "https", Host: endpoint, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
+	out := r.Clone(r.Context())
+	out.URL = location
+	out.Host = location.Host
+	out.RequestURI = ""
+	setIdentity(out, u)
+	h := proxy.NewUpgradeAwareHandler(location, p.transport.Load(), false, false, errorRecorder{tw})
+	h.UseLocationHost = true
+	h.RejectForwardingRedirects = true
+	// The wrapper keeps the writer's Flusher, CloseNotifier and (on HTTP/1)
+	// Hijacker, which upgrades need.
+	h.ServeHTTP(responsewriter.WrapForHTTP1Or2(tw), out)
+}
+
+// setIdentity sets the proxied request's identity from the authenticated
+// user only: any X-Remote-* header a client sent is removed and the headers
+// are set again; the loop header stops the peer from proxying it further.
+func setIdentity(out *http.Request, u user.Info) {
+	if u == nil {
+		u = &user.DefaultInfo{}
+	}
+	transport.SetAuthProxyHeaders(out, u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra())
+	out.Header.Set(PeerProxiedHeader, "true")
+}
+
+// maxCachedProxies bounds the reverse proxy cache: endpoints change when
+// servers move, and a cache rebuilt from scratch costs one allocation each.
+const maxCachedProxies = 256
+
+// reverseProxy returns the reverse proxy to one peer endpoint. Its Director
+// points the request (the proxy's own copy) at the peer and sets the
+// identity; errors are recorded in the trackingWriter, so that serve can
+// try the next peer; redirects are refused as UpgradeAwareHandler's
+// RejectForwardingRedirects does; the transport is read per request, so a
+// CA reload takes effect at once.
+func (p *proxier) reverseProxy(endpoint string) *httputil.ReverseProxy {
+	if rp, ok := p.proxies.Load(endpoint); ok {
+		return rp.(*httputil.ReverseProxy)
+	}
+	rp := &httputil.ReverseProxy{
+		Director: func(out *http.Request) {
+			out.URL.Scheme, out.URL.Host = "https", endpoint
+			out.Host = endpoint
+			u, _ := apirequest.UserFrom(out.Context())
+			setIdentity(out, u)
+		},
+		Transport:      currentTransport{p},
+		BufferPool:     &copyBuffers,
+		ModifyResponse: rejectRedirect,
+		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
+			if tw, ok := w.(*trackingWriter); ok {
+				tw.err = err
+				return
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		},
+	}
+	if p.proxiesCount.Add(1) > maxCachedProxies {
+		p.proxies.Clear()
+		p.proxiesCount.Store(1)
+	}
+	actual, _ := p.proxies.LoadOrStore(endpoint, rp)
+	return actual.(*httputil.ReverseProxy)
+}
+
+// currentTransport round-trips with the proxier's current transport.
+type currentTransport struct{ p *proxier }
+
+func (t currentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return t.p.transport.Load().RoundTrip(r)
+}
+
+// rejectRedirect replaces a peer's redirect with a 502, as
+// UpgradeAwareHandler.RejectForwardingRedirects does: a redirect would send
+// the client, or its credentials, elsewhere.
+func rejectRedirect(resp *http.Response) error {
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+		_ = resp.Body.Close()
+		const msg = "the backend attempted to redirect this request, which is not permitted"
+		*resp = http.Response{
+			StatusCode:    http.StatusBadGateway,
+			Status:        fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
+			Body:          io.NopCloser(strings.NewReader(msg)),
+			ContentLength: int64(len(msg)),
+			Request:       resp.Request,
+		}
+	}
+	return nil
+}
+
+// copyBufferSize is httputil's default copy buffer size.
+const copyBufferSize = 32 << 10
+
+// copyBuffers pools the reverse proxies' copy buffers.
+var copyBuffers bufferPool
+
+type bufferPool struct{ pool sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.pool.Get().(*[copyBufferSize]byte); ok {
+		return buf[:]
+	}
+	return new([copyBufferSize]byte)[:]
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.pool.Put((*[copyBufferSize]byte)(buf))
+	}
 }
 
 // upgradeDialErrorPrefix starts UpgradeAwareHandler's errors for a backend
 // it could not connect to.
 const upgradeDialErrorPrefix = "error dialing backend: "
 
-// connectErrorResponder records the error instead of writing it, so the
-// caller can try another peer.
-type connectErrorResponder struct{ err error }
+// errorRecorder records UpgradeAwareHandler's error instead of writing it,
+// so the caller can try another peer.
+type errorRecorder struct{ tw *trackingWriter }
 
-func (c *connectErrorResponder) Error(_ http.ResponseWriter, _ *http.Request, err error) { c.err = err }
+func (e errorRecorder) Error(_ http.ResponseWriter, _ *http.Request, err error) { e.tw.err = err }
 
 // retryable is true when the connection could not be made: the request was
 // never sent.
@@ -239,11 +354,13 @@ func (b *replayableBody) Read(p []byte) (int, error) {
 func (b *replayableBody) Close() error { return nil }
 func (b *replayableBody) used() bool   { return b.read.Load() }
 
-// trackingWriter records the status and whether anything was written.
+// trackingWriter records the status, whether anything was written and the
+// proxy's error, if any.
 type trackingWriter struct {
 	http.ResponseWriter
 	code  int
 	wrote bool
+	err   error
 }
 
 func (t *trackingWriter) WriteHeader(code int) {

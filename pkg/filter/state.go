@@ -63,6 +63,9 @@ func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
 	cfg.GroupVersion = &v1alpha1.SchemeGroupVersion
 	cfg.APIPath = "/apis"
 	cfg.NegotiatedSerializer = codecs.WithoutConversion()
+	// The loopback config asks for protobuf; these types are JSON only.
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
@@ -75,9 +78,17 @@ func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
 	if err != nil {
 		return err
 	}
+	s.run(ctx, func(resource string) cache.ListerWatcher {
+		return cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
+	})
+	return nil
+}
+
+// run starts the informers over the list-watchers lw gives for each
+// resource, the table rebuilds and the sync report.
+func (s *routingState) run(ctx context.Context, lw func(resource string) cache.ListerWatcher) {
 	inf := func(resource string, obj runtime.Object) cache.SharedIndexInformer {
-		lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
-		i := cache.NewSharedIndexInformer(lw, obj, 0, cache.Indexers{})
+		i := cache.NewSharedIndexInformer(lw(resource), obj, 0, cache.Indexers{})
 		_, _ = i.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(interface{}) { s.markDirty() },
 			UpdateFunc: func(interface{}, interface{}) { s.markDirty() },
@@ -93,7 +104,6 @@ func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
 	}
 	go s.rebuildLoop(ctx)
 	go s.reportSync(ctx)
-	return nil
 }
 
 func (s *routingState) markDirty() {
@@ -134,11 +144,13 @@ func (s *routingState) rebuild() {
 		}
 	}
 	s.current.Store(routing.NewTable(tables, peers))
+	// A deleted document must not be served on: without one, the chain
+	// answers with this server's own discovery.
+	var merged *v1alpha1.PeerAggregatedDiscovery
 	if o, ok, _ := s.discovery.GetStore().GetByKey(v1alpha1.PeerAggregatedDiscoveryName); ok {
-		if d, ok := o.(*v1alpha1.PeerAggregatedDiscovery); ok {
-			s.merged.Store(d)
-		}
+		merged, _ = o.(*v1alpha1.PeerAggregatedDiscovery)
 	}
+	s.merged.Store(merged)
 	s.generation.Add(1)
 	if !s.isSynced.Load() && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 		s.isSynced.Store(true)

@@ -228,7 +228,13 @@ func TestTableOutputAndOpenAPI(t *testing.T) {
 			}
 		}
 	}
-	code, body := ts.get(t, ts.admin(), "/openapi/v3/apis/peerdiscovery.k8s.io/v1alpha1")
+	// Clients that prefer protobuf with a JSON fallback (the garbage
+	// collector, the namespace controller) get JSON, not a 406.
+	code, body := ts.get(t, ts.admin(), "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables", "Accept", "application/vnd.kubernetes.protobuf, application/json")
+	if code != http.StatusOK || !strings.HasPrefix(body, "{") {
+		t.Fatalf("protobuf-then-JSON list: %d %.200s", code, body)
+	}
+	code, body = ts.get(t, ts.admin(), "/openapi/v3/apis/peerdiscovery.k8s.io/v1alpha1")
 	if code != http.StatusOK || !strings.Contains(body, "io.k8s.peerdiscovery.v1alpha1.PeerRoutingTable") {
 		t.Fatalf("openapi v3: %d %.300s", code, body)
 	}

@@ -116,6 +116,8 @@ type Cluster struct {
 	exts    []*extReplica
 	lb      *loadBalancer
 
+	lock *os.File // flock on the subnet
+
 	kubeconfig    string
 	extKubeconfig string
 	kubectlLink   string
@@ -165,6 +167,18 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 	if err := os.MkdirAll(localUp, 0o755); err != nil {
 		return nil, err
 	}
+	// Own the subnet host-wide for the cluster's lifetime (released by
+	// Stop, or by the kernel when this process dies), so two Starts racing
+	// for one subnet cannot both pass the check below.
+	subnetLock, err := lockSubnet(cfg.SubnetOctet)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if retErr != nil {
+			subnetLock.Close()
+		}
+	}()
 	cleanStaleRuns(localUp, cfg.KeepRuns, cfg.Logf)
 	if err := checkSubnetFree(cfg.SubnetOctet); err != nil {
 		return nil, err
@@ -180,6 +194,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 		runDir: runDir,
 		logDir: filepath.Join(runDir, "logs"),
 		net:    nw,
+		lock:   subnetLock,
 	}
 	if err := os.MkdirAll(c.logDir, 0o755); err != nil {
 		return nil, err
@@ -729,7 +744,7 @@ func (c *Cluster) describeLogs() string {
 
 // AdminConfig is a client-go config for kube-apiserver i as a
 // system:masters user (client certificate), verifying the server against
-// the cluster CA.
+// the cluster CA. It panics if i is out of range.
 func (c *Cluster) AdminConfig(i int) *rest.Config {
 	return c.clientConfig(i, c.pki.admin)
 }
@@ -863,6 +878,7 @@ func (c *Cluster) Stop() error {
 				_ = os.Remove(c.kubectlLink)
 			}
 		}
+		c.lock.Close() // releases the subnet
 		c.stopErr = errors.Join(errs...)
 		c.cfg.Logf("cluster stopped (logs kept in %s)", c.logDir)
 	})

@@ -242,7 +242,8 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 	b := &binaries{kubeAPIServer: map[string]string{}}
 	bin := c.binDir()
 
-	script := func(what, name string, args ...string) error {
+	script := func(what, hint, name string, args ...string) error {
+		c.Logf("building %s with hack/%s (%s)", what, name, hint)
 		return c.runBuild(ctx, what, filepath.Join(c.RepoRoot, "hack", name), args...)
 	}
 	need := func(override, path string) bool {
@@ -261,7 +262,7 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 		b.etcd = filepath.Join(bin, "etcd-"+EtcdVersion, "etcd")
 	}
 	if need(c.EtcdBinary, b.etcd) {
-		if err := script("etcd "+EtcdVersion+" (~2 min cold)", "build-etcd.sh"); err != nil {
+		if err := script("etcd "+EtcdVersion, "~2 min cold", "build-etcd.sh"); err != nil {
 			return nil, err
 		}
 	}
@@ -270,7 +271,7 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 		b.kubectl = filepath.Join(bin, "kubectl-"+KubectlVersion, "kubectl")
 	}
 	if need(c.KubectlBinary, b.kubectl) {
-		if err := script("kubectl "+KubectlVersion, "build-kubectl.sh"); err != nil {
+		if err := script("kubectl "+KubectlVersion, "~3 min cold", "build-kubectl.sh"); err != nil {
 			return nil, err
 		}
 	}
@@ -283,7 +284,7 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 			p = filepath.Join(bin, "kube-apiserver-"+s.Version, "kube-apiserver")
 		}
 		if need(s.Binary, p) {
-			if err := script("kube-apiserver "+s.Version+" (~9 min cold)", "build-kube-apiserver.sh", s.Version); err != nil {
+			if err := script("kube-apiserver "+s.Version, "~9 min cold on 2 cores", "build-kube-apiserver.sh", s.Version); err != nil {
 				return nil, err
 			}
 		}
@@ -295,6 +296,7 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 	if b.extension == "" && c.ExtensionReplicas > 0 {
 		b.extension = filepath.Join(bin, "peerdiscovery-apiserver")
 		tmp := fmt.Sprintf("%s.tmp.%d", b.extension, os.Getpid())
+		c.Logf("building peerdiscovery-apiserver (go build ./cmd/peerdiscovery-apiserver)")
 		if err := c.runBuild(ctx, "peerdiscovery-apiserver", "go", "build", "-o", tmp, "./cmd/peerdiscovery-apiserver"); err != nil {
 			os.Remove(tmp)
 			return nil, err
@@ -317,7 +319,6 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 // runBuild runs a build command in the repository with the output folder
 // exported to the hack scripts.
 func (c *Config) runBuild(ctx context.Context, what, name string, args ...string) error {
-	c.Logf("building %s", what)
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, name, args...)
 	// Its own process group, so cancelling stops the whole build (go

@@ -124,6 +124,32 @@ func checkSubnetFree(octet int) error {
 	return nil
 }
 
+// lockSubnet takes an exclusive, non-blocking flock on a host-wide file
+// for the subnet; the kernel drops it when the process dies.
+func lockSubnet(octet int) (*os.File, error) {
+	dir := "/run/lock"
+	if _, err := os.Stat(dir); err != nil {
+		dir = os.TempDir()
+	}
+	path := filepath.Join(dir, fmt.Sprintf("peerdiscovery-localcluster-10.254.%d.lock", octet))
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		owner, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("subnet %s is already used by another local cluster (%s, lock %s); pick another third octet (Config.SubnetOctet, local-up --subnet-octet)",
+				subnet(octet), strings.TrimSpace(string(owner)), path)
+		}
+		return nil, fmt.Errorf("locking %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(fmt.Sprintf("pid %d", os.Getpid())), 0)
+	return f, nil
+}
+
 // create makes the namespace, the veth pair and the addresses: hostIP on
 // the host side, nsIP and every component address on the namespace side.
 func (n *network) create(componentSuffixes []int) (err error) {

@@ -56,6 +56,10 @@ func NewOptions() *Options {
 	ro := genericoptions.NewRecommendedOptions("", pdapiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion))
 	ro.Etcd = nil
 	ro.Admission = nil
+	// Requests reach us through the aggregator, whose priority and fairness
+	// already applied; a second APF here would need flowcontrol RBAC for
+	// nothing (as metrics-server).
+	ro.Features.EnablePriorityAndFairness = false
 	// Self-signed certificates land here when no --tls-cert-file is given;
 	// a directory under /tmp works with a read-only root filesystem.
 	ro.SecureServing.ServerCert.CertDirectory = ""
@@ -124,6 +128,7 @@ func (o *Options) Config() (*pdapiserver.Config, error) {
 	}
 
 	cfg := genericapiserver.NewRecommendedConfig(pdapiserver.Codecs)
+	cfg.Serializer = pdapiserver.NegotiatedSerializer
 	namer := openapi.NewDefinitionNamer(pdapiserver.Scheme)
 	cfg.OpenAPIConfig = genericapiserver.DefaultOpenAPIConfig(generatedopenapi.GetOpenAPIDefinitions, namer)
 	cfg.OpenAPIConfig.Info.Title = "peerdiscovery"

@@ -1,0 +1,134 @@
+package filter
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+)
+
+// fakeLocalServer is this server's own /api and /apis (profile=nopeer),
+// with ETags.
+type fakeLocalServer struct {
+	mu       sync.Mutex
+	docs     map[string][]byte
+	etags    map[string]string
+	status   int
+	requests map[string]int
+	notMod   map[string]int
+	accepts  []string
+}
+
+func (s *fakeLocalServer) set(path string, etag string, groups ...apidiscoveryv2.APIGroupDiscovery) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.docs[path], s.etags[path] = discoveryJSON(groups...), etag
+}
+
+func (s *fakeLocalServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests[r.URL.Path]++
+	s.accepts = append(s.accepts, r.Header.Get("Accept"))
+	if s.status != 0 {
+		w.WriteHeader(s.status)
+		return
+	}
+	doc, ok := s.docs[r.URL.Path]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	w.Header().Set("ETag", s.etags[r.URL.Path])
+	if r.Header.Get("If-None-Match") == s.etags[r.URL.Path] {
+		s.notMod[r.URL.Path]++
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("Content-Type", discoveryListType+";profile=nopeer")
+	_, _ = w.Write(doc)
+}
+
+func TestLocalDiscoveryRead(t *testing.T) {
+	srv := &fakeLocalServer{docs: map[string][]byte{}, etags: map[string]string{}, requests: map[string]int{}, notMod: map[string]int{}}
+	srv.set("/api", `"api-1"`, dgroup("", "v1", "pods", "configmaps"))
+	srv.set("/apis", `"apis-1"`, dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets"))
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ctx := context.Background()
+
+	l := newLocalDiscovery()
+	if l.synced() || l.Serves(podsGVR) {
+		t.Fatal("nothing read yet: not synced, serves nothing")
+	}
+	if err := l.read(ctx, ts.Client(), ts.URL); err != nil {
+		t.Fatal(err)
+	}
+	d := l.current()
+	if !l.synced() || d.generation != 0 || d.apiETag != `"api-1"` || d.apisETag != `"apis-1"` || len(d.api) != 1 || len(d.apis) != 2 {
+		t.Fatalf("first read: %+v", d)
+	}
+	for _, g := range []struct {
+		gvr  [3]string
+		want bool
+	}{
+		{[3]string{"", "v1", "pods"}, true},
+		{[3]string{"", "v1", "configmaps"}, true},
+		{[3]string{"apps", "v1", "deployments"}, true},
+		{[3]string{"example.com", "v1", "widgets"}, true},
+		{[3]string{"example.com", "v2", "widgets"}, false},
+		{[3]string{"", "v1", "deployments"}, false},
+	} {
+		if got := l.Serves(schemaGVR(g.gvr[0], g.gvr[1], g.gvr[2])); got != g.want {
+			t.Errorf("Serves(%v) = %v", g.gvr, got)
+		}
+	}
+	for _, a := range srv.accepts {
+		if a != acceptNoPeer {
+			t.Fatalf("Accept %q, want this server's own view (%q)", a, acceptNoPeer)
+		}
+	}
+
+	// Unchanged: two 304s, the same document.
+	if err := l.read(ctx, ts.Client(), ts.URL); err != nil {
+		t.Fatal(err)
+	}
+	if l.current() != d || srv.notMod["/api"] != 1 || srv.notMod["/apis"] != 1 {
+		t.Fatalf("unchanged documents: replaced %v, 304s %v", l.current() != d, srv.notMod)
+	}
+
+	// /apis changed (a CRD was created): a new generation; /api is kept.
+	srv.set("/apis", `"apis-2"`, dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets", "gizmos"))
+	if err := l.read(ctx, ts.Client(), ts.URL); err != nil {
+		t.Fatal(err)
+	}
+	d2 := l.current()
+	if d2 == d || d2.generation != 1 || d2.apisETag != `"apis-2"` || d2.apiETag != `"api-1"` || len(d2.api) != 1 {
+		t.Fatalf("after a change: %+v", d2)
+	}
+	if !l.Serves(schemaGVR("example.com", "v1", "gizmos")) || !l.Serves(podsGVR) {
+		t.Fatal("the new document must be served, the kept one too")
+	}
+
+	// Failures keep the last good document.
+	srv.mu.Lock()
+	srv.status = http.StatusInternalServerError
+	srv.mu.Unlock()
+	if err := l.read(ctx, ts.Client(), ts.URL); err == nil || !strings.Contains(err.Error(), "500") {
+		t.Fatalf("HTTP 500: %v", err)
+	}
+	srv.mu.Lock()
+	srv.status = 0
+	srv.docs["/apis"], srv.etags["/apis"] = []byte("{not json"), `"apis-3"`
+	srv.mu.Unlock()
+	if err := l.read(ctx, ts.Client(), ts.URL); err == nil {
+		t.Fatal("an undecodable document must be an error")
+	}
+	if l.current() != d2 {
+		t.Fatal("a failed read replaced the document")
+	}
+}

@@ -1,0 +1,118 @@
+package filter
+
+import (
+	"context"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
+)
+
+// fakeLW serves one list, then a watch the test drives.
+type fakeLW struct {
+	list runtime.Object
+	w    *watch.FakeWatcher
+}
+
+func newFakeLW(list runtime.Object) *fakeLW { return &fakeLW{list: list, w: watch.NewFake()} }
+
+func (f *fakeLW) List(metav1.ListOptions) (runtime.Object, error) {
+	return f.list.DeepCopyObject(), nil
+}
+func (f *fakeLW) Watch(metav1.ListOptions) (watch.Interface, error) { return f.w, nil }
+
+// IsWatchListSemanticsUnSupported makes the reflector list, then watch.
+func (f *fakeLW) IsWatchListSemanticsUnSupported() bool { return true }
+
+func peerWithReady(id, endpoint string, status metav1.ConditionStatus, rv string) *v1alpha1.APIServerPeer {
+	return &v1alpha1.APIServerPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: id, ResourceVersion: rv},
+		Spec:       v1alpha1.APIServerPeerSpec{ServerID: id, Endpoint: endpoint},
+		Status: v1alpha1.APIServerPeerStatus{Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionReady, Status: status, Reason: "Test"},
+		}},
+	}
+}
+
+func decideWidgets(s *routingState) routing.Result {
+	return routing.Decide(s.table(), routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, selfID, nil)
+}
+
+// TestRoutingStateFollowsTheInformers: the routing table and the merged
+// discovery follow the peerdiscovery.k8s.io objects.
+func TestRoutingStateFollowsTheInformers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rt := route(widgetsGVR, readyPeer("b", "10.0.0.2:6443"))
+	rt.ResourceVersion = "1"
+	merged := mergedDiscovery(t, "1", nil, nil)
+	lws := map[string]*fakeLW{
+		"peerroutingtables":         newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.PeerRoutingTable{*rt}}),
+		"apiserverpeers":            newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1")}}),
+		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.PeerAggregatedDiscovery{*merged}}),
+	}
+	s := newRoutingState()
+	if s.synced() || s.table().Len() != 0 {
+		t.Fatal("a new state must be empty and not synced")
+	}
+	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
+
+	eventually(t, "synced", s.synced)
+	if res := decideWidgets(s); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].ID != "b" {
+		t.Fatalf("after sync: %s %v", res.Decision, res.Candidates)
+	}
+	if d := s.mergedDiscovery(); d == nil || d.ResourceVersion != "1" {
+		t.Fatalf("merged discovery %v", d)
+	}
+
+	// The peer's own object going not-ready is enough.
+	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
+	eventually(t, "b not ready", func() bool { return decideWidgets(s).Decision == v1alpha1.RouteUnavailable })
+
+	// A new peer serving widgets appears in the routing table.
+	rt2 := route(widgetsGVR, readyPeer("b", "10.0.0.2:6443"), readyPeer("c", "10.0.0.3:6443"))
+	rt2.ResourceVersion = "3"
+	lws["peerroutingtables"].w.Modify(rt2)
+	eventually(t, "c ready", func() bool {
+		res := decideWidgets(s)
+		return res.Decision == v1alpha1.RouteProxy && len(res.Candidates) == 1 && res.Candidates[0].ID == "c"
+	})
+
+	// The route goes away: NotFound.
+	lws["peerroutingtables"].w.Delete(rt2)
+	eventually(t, "route deleted", func() bool { return decideWidgets(s).Decision == v1alpha1.RouteNotFound })
+
+	// A new merged document replaces the old; a deleted one is not served
+	// any more (the chain answers with this server's own discovery).
+	merged2 := mergedDiscovery(t, "4", nil, nil)
+	lws["peeraggregateddiscoveries"].w.Modify(merged2)
+	eventually(t, "new merged discovery", func() bool {
+		d := s.mergedDiscovery()
+		return d != nil && d.ResourceVersion == "4"
+	})
+	lws["peeraggregateddiscoveries"].w.Delete(merged2)
+	eventually(t, "merged discovery dropped", func() bool { return s.mergedDiscovery() == nil })
+}
+
+// TestRoutingStateSyncsWithEmptyLists: empty lists bring no events; the
+// state still becomes synced.
+func TestRoutingStateSyncsWithEmptyLists(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lws := map[string]*fakeLW{
+		"peerroutingtables":         newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+		"apiserverpeers":            newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+	}
+	s := newRoutingState()
+	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
+	eventually(t, "synced", s.synced)
+	if s.table().Len() != 0 || s.mergedDiscovery() != nil {
+		t.Fatal("empty lists must give an empty state")
+	}
+}
