@@ -1,6 +1,8 @@
 # syntax=docker/dockerfile:1
 # peerdiscovery-apiserver: a static binary on a distroless, non-root base.
-# Build: docker build --build-arg VERSION=$(git describe --tags --always) -t peerdiscovery-apiserver .
+# Build: docker build --build-arg VERSION="$(cat VERSION)" -t registry.k8s.io/peerdiscovery/peerdiscovery-apiserver:"$(cat VERSION)" .
+# The VERSION default below, the VERSION file and the image tag in
+# artifacts/deploy/base/kustomization.yaml agree (hack/verify-manifests.sh).
 
 ARG GO_VERSION=1.26.8
 
@@ -10,7 +12,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY cmd/ cmd/
 COPY pkg/ pkg/
-ARG VERSION=v0.1.0-dev
+ARG VERSION=v0.1.0
 ARG GIT_COMMIT=unknown
 RUN CGO_ENABLED=0 GOOS=linux go build -trimpath \
       -ldflags "-s -w \

@@ -460,7 +460,7 @@ func testWatchPeerLeaveAndReturn(t *testing.T, _ map[int]string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out syncBuffer
-	cmd := exec.CommandContext(ctx, cluster.KubectlBinary(), "--kubeconfig", cluster.Kubeconfig(),
+	cmd := exec.CommandContext(ctx, cluster.KubectlBinary(), "--kubeconfig", cluster.Kubeconfig(), "--cache-dir", cluster.KubectlCacheDir(),
 		"--context", cluster.Servers()[new1].Context, "get", "apiserverpeers", "-w")
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {

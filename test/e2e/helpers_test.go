@@ -144,7 +144,7 @@ func serverIDs(t *testing.T) map[int]string {
 		for i, s := range cluster.Servers() {
 			for _, p := range peers.Items {
 				host, _, _ := net.SplitHostPort(p.Spec.Endpoint)
-				if host == s.IP && ready(&p) {
+				if host == s.IP && ready(&p) && hasSource(&p, v1alpha1.PeerSourceRegistrationLease) {
 					out[i] = p.Spec.ServerID
 				}
 			}
@@ -155,6 +155,15 @@ func serverIDs(t *testing.T) map[int]string {
 		return nil
 	})
 	return out
+}
+
+func hasSource(p *v1alpha1.APIServerPeer, src v1alpha1.PeerSource) bool {
+	for _, s := range p.Spec.Sources {
+		if s == src {
+			return true
+		}
+	}
+	return false
 }
 
 func ready(p *v1alpha1.APIServerPeer) bool {

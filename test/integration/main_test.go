@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	cluster, err = localcluster.Start(ctx, localcluster.Config{
 		Servers:           []localcluster.ServerSpec{{Version: "v1.37.2"}},
 		ExtensionReplicas: -1,
-		SubnetOctet:       78,
+		SubnetOctet:       80,
 		Logf:              func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) },
 	})
 	cancel()

@@ -787,7 +787,9 @@ func (c *Cluster) Kubectl(args ...string) (string, error) {
 
 // KubectlContext is Kubectl with a context.
 func (c *Cluster) KubectlContext(ctx context.Context, args ...string) (string, error) {
-	cmd := exec.CommandContext(ctx, c.bins.kubectl, append([]string{"--kubeconfig=" + c.kubeconfig}, args...)...)
+	// A discovery cache per run: a new cluster on the same addresses must
+	// not be seen through the last one's cached discovery.
+	cmd := exec.CommandContext(ctx, c.bins.kubectl, append([]string{"--kubeconfig=" + c.kubeconfig, "--cache-dir=" + c.KubectlCacheDir()}, args...)...)
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
@@ -795,6 +797,10 @@ func (c *Cluster) KubectlContext(ctx context.Context, args ...string) (string, e
 	}
 	return stdout.String(), nil
 }
+
+// KubectlCacheDir is kubectl's discovery cache for this run; pass it as
+// --cache-dir when running kubectl yourself.
+func (c *Cluster) KubectlCacheDir() string { return filepath.Join(c.runDir, "kubectl-cache") }
 
 // KubectlBinary is the path of kubectl v1.37.2.
 func (c *Cluster) KubectlBinary() string { return c.bins.kubectl }

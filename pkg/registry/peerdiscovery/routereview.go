@@ -16,7 +16,8 @@ import (
 )
 
 // routeReviewREST answers RouteReviews, like SubjectAccessReview: create
-// only, nothing stored, the answer in status.
+// only, nothing stored, the answer in status. It is in no category: `kubectl
+// get peerdiscovery` lists, and a review cannot be listed.
 type routeReviewREST struct {
 	view *ViewStore
 }
@@ -25,14 +26,12 @@ var (
 	_ rest.Creater              = &routeReviewREST{}
 	_ rest.Scoper               = &routeReviewREST{}
 	_ rest.SingularNameProvider = &routeReviewREST{}
-	_ rest.CategoriesProvider   = &routeReviewREST{}
 )
 
 func (r *routeReviewREST) New() runtime.Object     { return &api.RouteReview{} }
 func (r *routeReviewREST) Destroy()                {}
 func (r *routeReviewREST) NamespaceScoped() bool   { return false }
 func (r *routeReviewREST) GetSingularName() string { return "routereview" }
-func (r *routeReviewREST) Categories() []string    { return []string{Category} }
 
 func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
 	review, ok := obj.(*api.RouteReview)

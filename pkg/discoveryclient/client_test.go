@@ -1,0 +1,429 @@
+package discoveryclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
+	fakediscovery "k8s.io/client-go/discovery/fake"
+	"k8s.io/client-go/restmapper"
+	clienttesting "k8s.io/client-go/testing"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned/fake"
+)
+
+func res(name, kind string, scope apidiscoveryv2.ResourceScope, group, version string, subs ...apidiscoveryv2.APISubresourceDiscovery) apidiscoveryv2.APIResourceDiscovery {
+	return apidiscoveryv2.APIResourceDiscovery{
+		Resource: name, SingularResource: name[:len(name)-1], Scope: scope,
+		ResponseKind: &metav1.GroupVersionKind{Group: group, Version: version, Kind: kind},
+		Verbs:        []string{"get", "list", "watch"},
+		Subresources: subs,
+	}
+}
+
+// padObject is a merged document: core v1 in /api; apps/v1; example.com
+// with v2 (first, so preferred) and v1, a resource only in v1; stale.io/v1
+// marked Stale.
+func padObject(rv string) *v1alpha1.PeerAggregatedDiscovery {
+	pods := res("pods", "Pod", apidiscoveryv2.ScopeNamespace, "", "v1",
+		apidiscoveryv2.APISubresourceDiscovery{Subresource: "status", ResponseKind: &metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Verbs: []string{"get", "patch", "update"}},
+		apidiscoveryv2.APISubresourceDiscovery{Subresource: "log", ResponseKind: &metav1.GroupVersionKind{Version: "v1", Kind: "Pod"}, Verbs: []string{"get"}})
+	pods.ShortNames = []string{"po"}
+	pods.Categories = []string{"all"}
+	nodes := res("nodes", "Node", apidiscoveryv2.ScopeCluster, "", "v1")
+	widgetsV2 := res("widgets", "Widget", apidiscoveryv2.ScopeNamespace, "example.com", "v2")
+	widgetsV2.ShortNames = []string{"wd"}
+	return &v1alpha1.PeerAggregatedDiscovery{
+		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName, ResourceVersion: rv},
+		Status: v1alpha1.PeerAggregatedDiscoveryStatus{
+			API: v1alpha1.DiscoveryDocument{ETag: "api-" + rv, Items: []apidiscoveryv2.APIGroupDiscovery{{
+				Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{pods, nodes}}},
+			}}},
+			APIs: v1alpha1.DiscoveryDocument{ETag: "apis-" + rv, Items: []apidiscoveryv2.APIGroupDiscovery{
+				{ObjectMeta: metav1.ObjectMeta{Name: "apps"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{
+					res("deployments", "Deployment", apidiscoveryv2.ScopeNamespace, "apps", "v1"),
+				}}}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "example.com"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+					{Version: "v2", Resources: []apidiscoveryv2.APIResourceDiscovery{widgetsV2}},
+					{Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{
+						res("widgets", "Widget", apidiscoveryv2.ScopeNamespace, "example.com", "v1"),
+						res("gadgets", "Gadget", apidiscoveryv2.ScopeCluster, "example.com", "v1"),
+					}},
+				}},
+				{ObjectMeta: metav1.ObjectMeta{Name: "stale.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{
+					{Version: "v1", Freshness: apidiscoveryv2.DiscoveryFreshnessStale, Resources: []apidiscoveryv2.APIResourceDiscovery{
+						res("olds", "Old", apidiscoveryv2.ScopeCluster, "stale.io", "v1"),
+					}},
+				}},
+			}},
+		},
+	}
+}
+
+// fallbackDiscovery is one server's own discovery: core v1 pods only.
+func fallbackDiscovery() *fakediscovery.FakeDiscovery {
+	return &fakediscovery.FakeDiscovery{Fake: &clienttesting.Fake{Resources: []*metav1.APIResourceList{{
+		GroupVersion: "v1",
+		APIResources: []metav1.APIResource{{Name: "pods", Namespaced: true, Kind: "Pod", Verbs: []string{"get", "list"}}},
+	}}}}
+}
+
+func started(t *testing.T, objs ...runtime.Object) (*Client, *fake.Clientset, *fakediscovery.FakeDiscovery) {
+	t.Helper()
+	cs := fake.NewSimpleClientset(objs...)
+	fd := fallbackDiscovery()
+	c := NewForClients(cs, fd)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	c.Start(ctx)
+	wctx, wcancel := context.WithTimeout(ctx, 10*time.Second)
+	defer wcancel()
+	_ = c.WaitForSync(wctx)
+	return c, cs, fd
+}
+
+func eventually(t *testing.T, what string, f func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !f() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func find(lists []*metav1.APIResourceList, gv, name string) *metav1.APIResource {
+	for _, l := range lists {
+		if l.GroupVersion != gv {
+			continue
+		}
+		for i := range l.APIResources {
+			if l.APIResources[i].Name == name {
+				return &l.APIResources[i]
+			}
+		}
+	}
+	return nil
+}
+
+func TestConversion(t *testing.T) {
+	c, _, _ := started(t, padObject("1"))
+	if err := c.WaitForSync(context.Background()); err != nil {
+		t.Fatalf("WaitForSync: %v", err)
+	}
+	if c.Complete() {
+		t.Error("Complete() with a stale GroupVersion")
+	}
+
+	gl, err := c.ServerGroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, g := range gl.Groups {
+		names = append(names, g.Name+"@"+g.PreferredVersion.GroupVersion)
+	}
+	// Core first, then /apis in merged order; the stale group has no
+	// preferred version (client-go's conversion).
+	if want := []string{"@v1", "apps@apps/v1", "example.com@example.com/v2", "stale.io@"}; !reflect.DeepEqual(names, want) {
+		t.Errorf("groups = %v, want %v", names, want)
+	}
+	if v := gl.Groups[2].Versions; len(v) != 2 || v[0].Version != "v2" || v[1].Version != "v1" {
+		t.Errorf("example.com versions = %v", v)
+	}
+
+	groups, lists, err := c.ServerGroupsAndResources()
+	var gdf *discovery.ErrGroupDiscoveryFailed
+	if !errors.As(err, &gdf) || gdf.Groups[schema.GroupVersion{Group: "stale.io", Version: "v1"}] == nil {
+		t.Fatalf("err = %v, want ErrGroupDiscoveryFailed for stale.io/v1", err)
+	}
+	if IsFallback(err) {
+		t.Fatalf("merged view reported as fallback: %v", err)
+	}
+	if len(groups) != 4 {
+		t.Errorf("%d groups", len(groups))
+	}
+	var gvs []string
+	for _, l := range lists {
+		gvs = append(gvs, l.GroupVersion)
+	}
+	if want := []string{"v1", "apps/v1", "example.com/v2", "example.com/v1"}; !reflect.DeepEqual(gvs, want) {
+		t.Errorf("lists = %v, want %v", gvs, want)
+	}
+	pods := find(lists, "v1", "pods")
+	if pods == nil || !pods.Namespaced || pods.Kind != "Pod" || !reflect.DeepEqual(pods.ShortNames, []string{"po"}) ||
+		!reflect.DeepEqual(pods.Categories, []string{"all"}) || pods.SingularName != "pod" {
+		t.Errorf("pods = %+v", pods)
+	}
+	st := find(lists, "v1", "pods/status")
+	if st == nil || !st.Namespaced || st.Kind != "Pod" || !reflect.DeepEqual(st.Verbs, metav1.Verbs{"get", "patch", "update"}) {
+		t.Errorf("pods/status = %+v", st)
+	}
+	if lg := find(lists, "v1", "pods/log"); lg == nil || !reflect.DeepEqual(lg.Verbs, metav1.Verbs{"get"}) {
+		t.Errorf("pods/log = %+v", lg)
+	}
+	if n := find(lists, "v1", "nodes"); n == nil || n.Namespaced {
+		t.Errorf("nodes = %+v", n)
+	}
+	if g := find(lists, "example.com/v1", "gadgets"); g == nil || g.Namespaced || g.Kind != "Gadget" {
+		t.Errorf("gadgets = %+v", g)
+	}
+
+	// Same answer as client-go's own conversion of the same document.
+	obj := padObject("1")
+	items := append(append([]apidiscoveryv2.APIGroupDiscovery{}, obj.Status.API.Items...), obj.Status.APIs.Items...)
+	wantGL, wantByGV, _ := discovery.SplitGroupsAndResources(apidiscoveryv2.APIGroupDiscoveryList{Items: items})
+	if !reflect.DeepEqual(gl, wantGL) {
+		t.Errorf("groups differ from client-go's conversion")
+	}
+	for gv, l := range wantByGV {
+		got, err := c.ServerResourcesForGroupVersion(gv.String())
+		if err != nil || !reflect.DeepEqual(got, l) {
+			t.Errorf("%s: %v %v", gv, got, err)
+		}
+	}
+	if _, err := c.ServerResourcesForGroupVersion("stale.io/v1"); !errors.As(err, new(discovery.StaleGroupVersionError)) {
+		t.Errorf("stale GV err = %v", err)
+	}
+	if _, err := c.ServerResourcesForGroupVersion("nope/v1"); err == nil {
+		t.Error("unknown GV: no error")
+	}
+
+	// Preferred: widgets from v2 (first version), gadgets from v1 (only there).
+	pref, err := c.ServerPreferredResources()
+	if !errors.As(err, &gdf) {
+		t.Errorf("preferred err = %v", err)
+	}
+	if find(pref, "example.com/v2", "widgets") == nil || find(pref, "example.com/v1", "widgets") != nil ||
+		find(pref, "example.com/v1", "gadgets") == nil || find(pref, "v1", "pods/status") != nil {
+		t.Errorf("preferred = %s", dump(pref))
+	}
+	ns, _ := c.ServerPreferredNamespacedResources()
+	if find(ns, "v1", "pods") == nil || find(ns, "v1", "nodes") != nil || find(ns, "example.com/v1", "gadgets") != nil {
+		t.Errorf("preferred namespaced = %s", dump(ns))
+	}
+	// client-go's generic helpers over the AggregatedDiscoveryInterface agree.
+	pref2, _ := discovery.ServerPreferredResources(c)
+	if dump(pref) != dump(pref2) {
+		t.Errorf("preferred %s != client-go's %s", dump(pref), dump(pref2))
+	}
+}
+
+func dump(lists []*metav1.APIResourceList) string {
+	var out []string
+	for _, l := range lists {
+		for _, r := range l.APIResources {
+			out = append(out, l.GroupVersion+":"+r.Name)
+		}
+	}
+	sort.Strings(out)
+	return fmt.Sprint(out)
+}
+
+func TestWatchUpdatesAndFresh(t *testing.T) {
+	c, cs, _ := started(t, padObject("1"))
+	if _, _, err := c.ServerGroupsAndResources(); !errors.As(err, new(*discovery.ErrGroupDiscoveryFailed)) {
+		t.Fatal(err)
+	}
+	if !c.Fresh() {
+		t.Error("not Fresh after reading the current view")
+	}
+	obj := padObject("2")
+	obj.Status.APIs.Items = append(obj.Status.APIs.Items[:2], apidiscoveryv2.APIGroupDiscovery{
+		ObjectMeta: metav1.ObjectMeta{Name: "new.io"},
+		Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{
+			res("things", "Thing", apidiscoveryv2.ScopeNamespace, "new.io", "v1")}}},
+	})
+	if err := cs.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("peeraggregateddiscoveries"), obj, ""); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the update", func() bool { _, apis := c.ETags(); return apis == "apis-2" })
+	if c.Fresh() {
+		t.Error("Fresh although the view changed since the last read")
+	}
+	_, lists, err := c.ServerGroupsAndResources()
+	if err != nil || find(lists, "new.io/v1", "things") == nil || find(lists, "stale.io/v1", "olds") != nil {
+		t.Fatalf("after update: %v %s", err, dump(lists))
+	}
+	if !c.Fresh() || !c.Complete() {
+		t.Errorf("Fresh=%v Complete=%v after reading the new view", c.Fresh(), c.Complete())
+	}
+	// Invalidate keeps the merged view (the watch keeps it current).
+	c.Invalidate()
+	if _, _, err := c.ServerGroupsAndResources(); err != nil {
+		t.Errorf("after Invalidate: %v", err)
+	}
+}
+
+func TestFallbackWhenObjectMissing(t *testing.T) {
+	c, cs, fd := started(t)
+	err := c.WaitForSync(context.Background())
+	var fe *FallbackError
+	if !errors.As(err, &fe) || !errors.Is(err, ErrObjectMissing) {
+		t.Fatalf("WaitForSync = %v, want FallbackError(ErrObjectMissing)", err)
+	}
+	gs, rs, err := c.ServerGroupsAndResources()
+	if !errors.As(err, &fe) || !errors.Is(fe.Reason, ErrObjectMissing) {
+		t.Fatalf("err = %v", err)
+	}
+	if len(gs) != 1 || find(rs, "v1", "pods") == nil {
+		t.Fatalf("fallback results = %v %s", gs, dump(rs))
+	}
+	if _, err := c.ServerGroups(); !IsFallback(err) {
+		t.Errorf("ServerGroups err = %v", err)
+	}
+	if _, err := c.ServerPreferredResources(); !IsFallback(err) {
+		t.Errorf("ServerPreferredResources err = %v", err)
+	}
+	if l, err := c.ServerResourcesForGroupVersion("v1"); !IsFallback(err) || l == nil {
+		t.Errorf("ServerResourcesForGroupVersion = %v, %v", l, err)
+	}
+	if c.Complete() {
+		t.Error("Complete while falling back")
+	}
+
+	// Invalidate drops the fallback cache: the next read asks the server.
+	before := len(fd.Actions())
+	_, _, _ = c.ServerGroupsAndResources()
+	if n := len(fd.Actions()); n != before {
+		t.Errorf("warm fallback read made %d requests", n-before)
+	}
+	c.Invalidate()
+	_, _, _ = c.ServerGroupsAndResources()
+	if len(fd.Actions()) == before {
+		t.Error("read after Invalidate did not refetch")
+	}
+
+	// The object appears: merged view; it is deleted: fallback again.
+	gvr := v1alpha1.SchemeGroupVersion.WithResource("peeraggregateddiscoveries")
+	if err := cs.Tracker().Add(padObject("5")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the merged view", func() bool { _, apis := c.ETags(); return apis == "apis-5" })
+	if _, _, err := c.ServerGroupsAndResources(); IsFallback(err) {
+		t.Fatalf("still falling back: %v", err)
+	}
+	if err := cs.Tracker().Delete(gvr, "", v1alpha1.PeerAggregatedDiscoveryName); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the fallback", func() bool {
+		return !c.Complete() && func() bool { _, err := c.ServerGroups(); return IsFallback(err) }()
+	})
+	if _, err := c.ServerGroups(); !errors.Is(err, ErrObjectMissing) {
+		t.Errorf("after delete: %v", err)
+	}
+}
+
+func TestFallbackWhenUnavailable(t *testing.T) {
+	cs := fake.NewSimpleClientset()
+	var fail atomic.Bool
+	fail.Store(true)
+	unavailable := apierrors.NewServiceUnavailable("the server is currently unable to handle the request")
+	cs.PrependReactor("list", "peeraggregateddiscoveries", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if fail.Load() {
+			return true, nil, unavailable
+		}
+		return false, nil, nil
+	})
+	cs.PrependWatchReactor("peeraggregateddiscoveries", func(clienttesting.Action) (bool, watch.Interface, error) {
+		if fail.Load() {
+			return true, nil, unavailable
+		}
+		return false, nil, nil
+	})
+	c := NewForClients(cs, fallbackDiscovery())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c.Start(ctx)
+	err := c.WaitForSync(ctx)
+	if !IsFallback(err) || !apierrors.IsServiceUnavailable(err) {
+		t.Fatalf("WaitForSync = %v, want a FallbackError wrapping 503", err)
+	}
+	gs, _, err := c.ServerGroupsAndResources()
+	if !IsFallback(err) || len(gs) == 0 {
+		t.Fatalf("ServerGroupsAndResources = %v, %v", gs, err)
+	}
+	// Back: the informer relists and the merged view is used.
+	if err := cs.Tracker().Add(padObject("7")); err != nil {
+		t.Fatal(err)
+	}
+	fail.Store(false)
+	eventually(t, "recovery", func() bool { _, apis := c.ETags(); return apis == "apis-7" })
+	if _, err := c.ServerGroups(); err != nil {
+		t.Errorf("after recovery: %v", err)
+	}
+}
+
+func TestNotStarted(t *testing.T) {
+	c := NewForClients(fake.NewSimpleClientset(padObject("1")), fallbackDiscovery())
+	_, err := c.ServerGroups()
+	if !errors.Is(err, ErrNotStarted) || !IsFallback(err) {
+		t.Fatalf("err = %v", err)
+	}
+	if err := c.WaitForSync(context.Background()); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("WaitForSync = %v", err)
+	}
+}
+
+func TestStopFallsBack(t *testing.T) {
+	cs := fake.NewSimpleClientset(padObject("1"))
+	c := NewForClients(cs, fallbackDiscovery())
+	ctx, cancel := context.WithCancel(context.Background())
+	c.Start(ctx)
+	if err := c.WaitForSync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	eventually(t, "fallback after stop", func() bool { _, err := c.ServerGroups(); return errors.Is(err, ErrNotStarted) })
+}
+
+func TestDeferredDiscoveryRESTMapper(t *testing.T) {
+	c, _, _ := started(t, padObject("1"))
+	m := restmapper.NewDeferredDiscoveryRESTMapper(c)
+	// Kind Gadget is only in the merged view, not in the server's own.
+	mapping, err := m.RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Gadget"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mapping.Resource != (schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gadgets"}) || mapping.Scope.Name() != "root" {
+		t.Errorf("mapping = %+v", mapping)
+	}
+	// The preferred version wins for a kind served in two versions.
+	mapping, err = m.RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Widget"})
+	if err != nil || mapping.Resource.Version != "v2" {
+		t.Errorf("Widget mapping = %+v, %v", mapping, err)
+	}
+	if gvr, err := m.ResourceFor(schema.GroupVersionResource{Resource: "wd"}); err == nil {
+		t.Logf("short name wd resolves through ResourceFor: %v", gvr)
+	}
+}
+
+func TestFallbackMapperSeesMergedViewLater(t *testing.T) {
+	c, cs, _ := started(t)
+	m := restmapper.NewDeferredDiscoveryRESTMapper(c)
+	if _, err := m.RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Gadget"}); err == nil {
+		t.Fatal("Gadget mapped from the fallback")
+	}
+	if err := cs.Tracker().Add(padObject("3")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the merged view", func() bool { return c.Complete() || func() bool { _, a := c.ETags(); return a != "" }() })
+	// Fresh is false (the view changed), so the mapper resets on the miss.
+	if _, err := m.RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Gadget"}); err != nil {
+		t.Fatalf("after the merged view arrived: %v", err)
+	}
+}
