@@ -200,5 +200,9 @@ kc create secret tls "${SECRET}" --namespace "${NAMESPACE}" \
   kc label --local -f - -o yaml app.kubernetes.io/name=peerdiscovery |
   kc apply -f - >/dev/null
 
+check="${KUBECTL}"
+if [[ ${#kubectl_args[@]} -gt 0 ]]; then
+  check+=" ${kubectl_args[*]}"
+fi
 log::info "done: the replicas pick up the certificate when the kubelet updates the Secret volume (about a minute);" \
-  "check with: ${KUBECTL} ${kubectl_args[*]+${kubectl_args[*]}} get apiservice ${APISERVICE}"
+  "check with: ${check} get apiservice ${APISERVICE}"

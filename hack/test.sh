@@ -22,6 +22,9 @@ hack/verify-codegen.sh
 step "build real binaries (cached)"
 hack/build-all.sh
 
+step "verify deploy manifests"
+hack/verify-manifests.sh
+
 step "unit tests (race detector)"
 go test -race -timeout 20m ./pkg/... ./cmd/... 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
 

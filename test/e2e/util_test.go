@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -66,3 +67,5 @@ func dynForBench(i int) (dynamicResource, error) {
 }
 
 type dynamicResource = dynamic.NamespaceableResourceInterface
+
+func metav1CreateOptions() metav1.CreateOptions { return metav1.CreateOptions{} }
