@@ -77,6 +77,21 @@ func TestControlPlane(t *testing.T) {
 }
 
 func testMergedDiscovery(t *testing.T, _ map[int]string) {
+	// Every kube-apiserver carries the filter: its post-start hook and
+	// readyz check are there, and its caches are synced.
+	for i := range cluster.Servers() {
+		code, _, body := raw(t, cluster.AdminConfig(i), http.MethodGet, "/readyz?verbose", nil)
+		if code != http.StatusOK || !strings.Contains(string(body), "[+]peerdiscovery-filter ok") ||
+			!strings.Contains(string(body), "[+]poststarthook/peerdiscovery-filter ok") {
+			t.Fatalf("server %d readyz: %d\n%s", i, code, body)
+		}
+		waitFor(t, time.Minute, "filter caches synced", func() error {
+			if _, _, m := raw(t, cluster.AdminConfig(i), http.MethodGet, "/metrics", nil); !strings.Contains(string(m), "peerdiscovery_filter_cache_synced 1") {
+				return fmt.Errorf("server %d not synced", i)
+			}
+			return nil
+		})
+	}
 	union := map[schema.GroupVersionResource]bool{}
 	for i := range cluster.Servers() {
 		groups, _, _ := discovery(t, i, "/apis", true)
