@@ -475,13 +475,23 @@ func testWatchPeerLeaveAndReturn(t *testing.T, _ map[int]string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out syncBuffer
-	cmd := exec.CommandContext(ctx, cluster.KubectlBinary(), "--kubeconfig", cluster.Kubeconfig(), "--cache-dir", cluster.KubectlCacheDir(),
-		"--context", cluster.Servers()[new1].Context, "get", "apiserverpeers", "-w")
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cancel(); _ = cmd.Wait() }()
+	// kubectl get -w ends when the server ends the watch (as any watch may
+	// be ended); like an informer, start it again.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cmd := exec.CommandContext(ctx, cluster.KubectlBinary(), "--kubeconfig", cluster.Kubeconfig(), "--cache-dir", cluster.KubectlCacheDir(),
+				"--context", cluster.Servers()[new1].Context, "get", "apiserverpeers", "-w")
+			cmd.Stdout, cmd.Stderr = &out, &out
+			_ = cmd.Run()
+			if ctx.Err() == nil {
+				fmt.Fprintf(&out, "(kubectl get -w ended; restarting)\n")
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
 	ip := cluster.Servers()[new2].IP
 	rowWith := func(ready string) func() error {
 		return func() error {
