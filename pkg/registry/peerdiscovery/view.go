@@ -45,7 +45,6 @@ type ViewStore struct {
 
 	mu          sync.RWMutex
 	lastPublish time.Time
-	latest      View
 	table       *routing.Table
 }
 
@@ -108,17 +107,16 @@ func (v *ViewStore) Publish(view View) error {
 
 	v.mu.Lock()
 	v.table = table
-	v.latest = view
 	v.lastPublish = v.clock.Now()
 	v.mu.Unlock()
 	return nil
 }
 
-// Latest returns the last published view. Callers must not modify it.
-func (v *ViewStore) Latest() (View, time.Time) {
+// lastPublished is when the last view was published (zero: never).
+func (v *ViewStore) lastPublished() time.Time {
 	v.mu.RLock()
 	defer v.mu.RUnlock()
-	return v.latest, v.lastPublish
+	return v.lastPublish
 }
 
 // RoutingTable returns the decision table of the last published view and
@@ -142,7 +140,7 @@ func routingPointers(routes []v1alpha1.PeerRoutingTable) []*v1alpha1.PeerRouting
 // receive traffic from the aggregator.
 func (v *ViewStore) ReadyzCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("peerdiscovery-view", func(_ *http.Request) error {
-		_, last := v.Latest()
+		last := v.lastPublished()
 		if last.IsZero() {
 			return fmt.Errorf("no view computed yet")
 		}
