@@ -56,7 +56,7 @@ func newPeerDiscovery(local *localDiscovery, state *routingState) *peerDiscovery
 // serve answers /api and /apis when the client asked for aggregated
 // discovery v2 without profile=nopeer and the caches are synced. It returns
 // false to let the chain answer.
-func (d *peerDiscovery) serve(w http.ResponseWriter, r *http.Request, _ runtime.NegotiatedSerializer, self string) bool {
+func (d *peerDiscovery) serve(w http.ResponseWriter, r *http.Request, self string) bool {
 	if d == nil || r.Method != http.MethodGet || (r.URL.Path != "/apis" && r.URL.Path != "/api") {
 		return false
 	}

@@ -227,7 +227,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !info.IsResourceRequest {
-		if f.discovery.serve(w, r, f.serializer, f.serverID) {
+		if f.discovery.serve(w, r, f.serverID) {
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -245,7 +245,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := routing.Decide(f.state.table(), req, f.serverID, f.local)
 	switch res.Decision {
 	case v1alpha1.RouteProxy:
-		f.proxy.serve(w, r, res, f.serializer, f.opts.RetryAfterSeconds, h.next)
+		f.proxy.serve(w, r, res, f.serializer, f.opts.RetryAfterSeconds)
 	case v1alpha1.RouteUnavailable:
 		unavailable(w, r, f.serializer, req.GVR, res.Reason(), f.opts.RetryAfterSeconds)
 	default:

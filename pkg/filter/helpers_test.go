@@ -353,11 +353,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// headerValues returns the values of a header, canonicalizing its name.
-func headerValues(h http.Header, name string) []string {
-	return h.Values(http.CanonicalHeaderKey(name))
-}
-
 // remoteHeaders returns every X-Remote-* header.
 func remoteHeaders(h http.Header) http.Header {
 	out := http.Header{}

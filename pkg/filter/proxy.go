@@ -142,7 +142,7 @@ func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 // serve proxies r to the first candidate it can connect to. A candidate
 // that cannot be connected to never saw the request, so the next one is
 // tried, writes included. When none can be reached the answer is 503.
-func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int, local http.Handler) {
+func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int) {
 	u, ok := apirequest.UserFrom(r.Context())
 	if !ok {
 		responsewriters.InternalError(w, r, errors.New("no user in the request context"))
@@ -171,7 +171,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 		lastErr = tw.err
 		// Retry when the request never reached the peer, or when it is a
 		// safe read whose response has not started (a peer killed mid-GET).
-		if tw.wrote || body.used() || !(retryable(tw.err) || safeToRepeat(r)) {
+		if tw.wrote || body.used() || !(retryable(tw.err) || (!upgrade && safeRead(r))) {
 			// The peer may have seen the request: never replay it.
 			proxyError(r.Context(), "proxy", res.GVR)
 			klog.ErrorS(tw.err, "peerdiscovery filter: proxying failed", "peer", peer.ID, "gvr", res.GVR.String())
@@ -329,10 +329,10 @@ func retryable(err error) bool {
 	return errors.As(err, &verifyErr) || errors.As(err, &recordErr)
 }
 
-// safeToRepeat is true for reads that are not upgrades: repeating them on
-// another peer changes nothing.
-func safeToRepeat(r *http.Request) bool {
-	return (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Upgrade") == ""
+// safeRead is true for reads: repeating them on another peer changes
+// nothing (upgrades are excluded by the caller).
+func safeRead(r *http.Request) bool {
+	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }
 
 // replayableBody lets a request body be handed to a second peer when the

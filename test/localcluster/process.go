@@ -74,21 +74,6 @@ func exitString(err error) string {
 	return err.Error()
 }
 
-// running reports whether the current run has not exited.
-func (p *process) running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
 // exitErr describes why the process is not running ("" while it runs).
 func (p *process) exitErr() error {
 	p.mu.Lock()
