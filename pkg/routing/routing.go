@@ -5,7 +5,10 @@
 package routing
 
 import (
+	"cmp"
 	"fmt"
+	"hash/fnv"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -232,46 +235,22 @@ func Decide(t *Table, req Request, self string, local Local) Result {
 // orderCandidates orders ready peers by a hash (FNV-1a 64) of
 // (self, NUL, peer ID), ties by ID: each source server prefers a fixed peer
 // (stable, explainable), while different sources spread over different
-// peers. Peers are few (one per kube-apiserver): an insertion sort over
-// keys computed once, on the stack, allocates nothing.
+// peers.
 func orderCandidates(self string, peers []Peer) {
 	if len(peers) < 2 {
 		return
 	}
-	var buf [8]uint64
-	keys := buf[:0]
-	if len(peers) > len(buf) {
-		keys = make([]uint64, 0, len(peers))
+	h := fnv.New64a()
+	key := func(id string) uint64 {
+		h.Reset()
+		_, _ = h.Write([]byte(self))
+		_, _ = h.Write([]byte{0})
+		_, _ = h.Write([]byte(id))
+		return h.Sum64()
 	}
-	for _, p := range peers {
-		keys = append(keys, candidateKey(self, p.ID))
-	}
-	for i := 1; i < len(peers); i++ {
-		for j := i; j > 0; j-- {
-			if keys[j-1] < keys[j] || (keys[j-1] == keys[j] && peers[j-1].ID <= peers[j].ID) {
-				break
-			}
-			keys[j-1], keys[j] = keys[j], keys[j-1]
-			peers[j-1], peers[j] = peers[j], peers[j-1]
-		}
-	}
-}
-
-// candidateKey is FNV-1a 64 of self, a NUL byte and id (hash/fnv's
-// New64a, inlined so that it does not allocate).
-func candidateKey(self, id string) uint64 {
-	const offset64, prime64 = 14695981039346656037, 1099511628211
-	h := uint64(offset64)
-	for i := 0; i < len(self); i++ {
-		h ^= uint64(self[i])
-		h *= prime64
-	}
-	h *= prime64 // the NUL separator: h ^= 0
-	for i := 0; i < len(id); i++ {
-		h ^= uint64(id[i])
-		h *= prime64
-	}
-	return h
+	slices.SortStableFunc(peers, func(a, b Peer) int {
+		return cmp.Or(cmp.Compare(key(a.ID), key(b.ID)), strings.Compare(a.ID, b.ID))
+	})
 }
 
 func gvrString(gvr schema.GroupVersionResource) string {
