@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -279,7 +281,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 	}
 	seenBad := map[string]bool{}
 	for _, obj := range e.leases.GetStore().List() {
-		l, ok := obj.(*coordinationLease)
+		l, ok := obj.(*coordinationv1.Lease)
 		if !ok {
 			continue
 		}
@@ -288,7 +290,8 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 		var src v1alpha1.PeerSource
 		switch {
 		case peerlease.IsRegistration(l):
-			reg, err, src = parseRegistration(l)
+			reg, err = peerlease.ParseRegistration(l)
+			src = v1alpha1.PeerSourceRegistrationLease
 		case peerlease.IsIdentity(l):
 			if _, has := l.Annotations[peerlease.PeerAdvertiseAddressAnnotation]; !has {
 				continue // upstream's gate is off: this lease names no endpoint.
@@ -335,11 +338,6 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 		}
 	}
 	return out
-}
-
-func parseRegistration(l *coordinationLease) (peerlease.Registration, error, v1alpha1.PeerSource) {
-	r, err := peerlease.ParseRegistration(l)
-	return r, err, v1alpha1.PeerSourceRegistrationLease
 }
 
 // sliceEndpoints lists the ready host:port pairs of the https port.
@@ -503,7 +501,7 @@ func (e *Engine) anyInflight() bool {
 
 func (e *Engine) anyDocumentHas(gv schema.GroupVersion) bool {
 	for _, p := range e.peers {
-		for _, doc := range [][]apidiscoveryGroup{p.API, p.APIs} {
+		for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{p.API, p.APIs} {
 			for i := range doc {
 				if doc[i].Name != gv.Group {
 					continue
