@@ -56,13 +56,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 // Validate returns every problem with the options.
 func (o *Options) Validate() []error {
 	var errs []error
-	positive := map[string]time.Duration{
-		"--refresh-interval": o.RefreshInterval, "--scrape-timeout": o.ScrapeTimeout,
-		"--tombstone-period": o.TombstonePeriod, "--identity-lease-stale-after": o.IdentityLeaseStaleAfter,
-	}
-	for _, name := range []string{"--refresh-interval", "--scrape-timeout", "--tombstone-period", "--identity-lease-stale-after"} {
-		if positive[name] <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", name, positive[name]))
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"--refresh-interval", o.RefreshInterval},
+		{"--scrape-timeout", o.ScrapeTimeout},
+		{"--tombstone-period", o.TombstonePeriod},
+		{"--identity-lease-stale-after", o.IdentityLeaseStaleAfter},
+	} {
+		if d.value <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.value))
 		}
 	}
 	if o.MaxDiscoveryBytes < 1024 {
