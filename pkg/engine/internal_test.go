@@ -72,7 +72,7 @@ func TestPeerCA(t *testing.T) {
 // Without a ScrapeFunc, New builds the real scraper from the peer CA.
 func TestNewBuildsScraper(t *testing.T) {
 	opts := testOptions()
-	cfg := &rest.Config{BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{CAData: testPKI(t).ca.pem}}
+	cfg := &rest.Config{BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{CAData: testPKI(t).ca.CertPEM}}
 	e, err := New(opts, Clients{}, cfg, newRecordingPublisher(), nil, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -2,17 +2,10 @@ package engine
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -30,85 +23,31 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
+	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 )
 
 const peerServerName = "kubernetes.default.svc"
 
 // ---- certificates ----
 
-type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newCA(t *testing.T, cn string) *testCA {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// serving issues a serving certificate for the DNS names.
-func (ca *testCA) serving(t *testing.T, names ...string) tls.Certificate {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()),
-		Subject:      pkix.Name{CommonName: names[0]},
-		DNSNames:     names,
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key}
-}
-
-type pki struct {
-	ca, wrongCA *testCA
+type peerPKI struct {
+	ca, wrongCA *testpki.CA
 	good, wrong tls.Certificate
 }
 
 var (
 	pkiOnce sync.Once
-	thePKI  pki
+	thePKI  peerPKI
 )
 
 // testPKI: a CA signing a serving certificate for kubernetes.default.svc,
 // and a second, wrong CA signing one for the same name.
-func testPKI(t *testing.T) pki {
+func testPKI(t *testing.T) peerPKI {
 	pkiOnce.Do(func() {
-		thePKI.ca = newCA(t, "peer-ca")
-		thePKI.wrongCA = newCA(t, "wrong-ca")
-		thePKI.good = thePKI.ca.serving(t, peerServerName)
-		thePKI.wrong = thePKI.wrongCA.serving(t, peerServerName)
+		thePKI.ca = testpki.NewCA(t, "peer-ca")
+		thePKI.wrongCA = testpki.NewCA(t, "wrong-ca")
+		thePKI.good = thePKI.ca.Serving(t, peerServerName)
+		thePKI.wrong = thePKI.wrongCA.Serving(t, peerServerName)
 	})
 	return thePKI
 }
@@ -126,7 +65,7 @@ func tlsPeer(t *testing.T, cert tls.Certificate, h http.Handler) string {
 
 func newTestScraper(t *testing.T, maxBytes int64) *Scraper {
 	t.Helper()
-	s, err := NewScraper(&rest.Config{BearerToken: "t"}, testPKI(t).ca.pem, peerServerName, maxBytes)
+	s, err := NewScraper(&rest.Config{BearerToken: "t"}, testPKI(t).ca.CertPEM, peerServerName, maxBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +347,7 @@ func TestScrapeFailures(t *testing.T) {
 		},
 		{
 			name:     "right CA, wrong name",
-			endpoint: func(t *testing.T) string { return tlsPeer(t, p.ca.serving(t, "evil.example.com"), newGoodPeer(t)) },
+			endpoint: func(t *testing.T) string { return tlsPeer(t, p.ca.Serving(t, "evil.example.com"), newGoodPeer(t)) },
 			want:     ErrTLS,
 		},
 		{

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 	"strings"
 	"testing"
 
@@ -297,7 +298,7 @@ func TestProxyTriesTheNextCandidate(t *testing.T) {
 		{"connection refused", func(e *env) string { return closedEndpoint(t) }},
 		{"serving certificate not signed by the peer CA", func(e *env) string {
 			// The handshake fails before anything is sent.
-			_, _, rogue := newTestCA(t, "rogue-ca").issue(t, "kube-apiserver", x509.ExtKeyUsageServerAuth, []string{peerServerName}, nil)
+			_, _, rogue := testpki.NewCA(t, "rogue-ca").Issue(t, "kube-apiserver", x509.ExtKeyUsageServerAuth, []string{peerServerName}, nil)
 			p := newTestPeer(t, e.pki, rogue, nil)
 			return p.endpoint()
 		}},

@@ -305,7 +305,7 @@ func newTestPeer(t testing.TB, pki *testPKI, serving tls.Certificate, respond ht
 }
 
 func requestHeaderAuthenticator(pki *testPKI) authenticator.Request {
-	roots := pki.frontProxyCA.pool()
+	roots := pki.frontProxyCA.Pool()
 	return headerrequest.NewDynamicVerifyOptionsSecure(
 		func() (x509.VerifyOptions, bool) {
 			return x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, true

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 	"strings"
 	"testing"
 )
@@ -175,8 +176,8 @@ func TestCertificateReload(t *testing.T) {
 	e.f.proxy.run(ctx)
 
 	oldPeer := e.newPeer(nil)
-	newCA := newTestCA(t, "peer-ca-2")
-	_, _, newServing := newCA.issue(t, "kube-apiserver", x509.ExtKeyUsageServerAuth, []string{peerServerName}, []net.IP{net.ParseIP("127.0.0.1")})
+	newCA := testpki.NewCA(t, "peer-ca-2")
+	_, _, newServing := newCA.Issue(t, "kube-apiserver", x509.ExtKeyUsageServerAuth, []string{peerServerName}, []net.IP{net.ParseIP("127.0.0.1")})
 	newPeer := newTestPeer(t, e.pki, newServing, nil)
 	e.setLocal()
 	get := func() int {
@@ -196,7 +197,7 @@ func TestCertificateReload(t *testing.T) {
 	}
 
 	before := e.f.proxy.transport.Load()
-	writeFile(t, e.pki.peerCAFile, newCA.pem)
+	writeFile(t, e.pki.peerCAFile, newCA.CertPEM)
 	eventually(t, "a new transport after the CA file changed", func() bool { return e.f.proxy.transport.Load() != before })
 
 	if code := get(); code != 200 {
@@ -219,7 +220,7 @@ func TestCertificateReload(t *testing.T) {
 	}
 
 	// Client certificate rotation: the next connection presents the new one.
-	certPEM, keyPEM, _ := e.pki.frontProxyCA.issue(t, "front-proxy-client-2", x509.ExtKeyUsageClientAuth, nil, nil)
+	certPEM, keyPEM, _ := e.pki.frontProxyCA.Issue(t, "front-proxy-client-2", x509.ExtKeyUsageClientAuth, nil, nil)
 	tmpCert, tmpKey := e.pki.clientCertFile+".tmp", e.pki.clientKey+".tmp"
 	writeFile(t, tmpCert, certPEM)
 	writeFile(t, tmpKey, keyPEM)
