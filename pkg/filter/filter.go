@@ -54,6 +54,10 @@ type Options struct {
 	PeerServerName       string        // verified in peers' certificates
 	LocalRefreshInterval time.Duration // local discovery re-read
 	RetryAfterSeconds    int           // Retry-After on 503
+	// SyncGracePeriod bounds, from the post-start hook, how long requests
+	// for resources this server does not serve get 503 rather than the
+	// local 404 while the routing caches are still empty (see handler).
+	SyncGracePeriod time.Duration
 }
 
 // Validate returns every problem with the options, each naming its flag.
@@ -129,6 +133,9 @@ type Filter struct {
 	discovery *peerDiscovery
 
 	started atomic.Bool
+	// syncDeadline is when the post-start hook ran plus SyncGracePeriod
+	// (Unix nanoseconds; 0 before the hook).
+	syncDeadline atomic.Int64
 }
 
 // New validates the options and builds a filter. A filter whose options
@@ -145,6 +152,9 @@ func New(opts Options) (*Filter, error) {
 	}
 	if opts.RetryAfterSeconds == 0 {
 		opts.RetryAfterSeconds = 5
+	}
+	if opts.SyncGracePeriod == 0 {
+		opts.SyncGracePeriod = time.Minute
 	}
 	registerMetrics()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
@@ -186,6 +196,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	if !f.started.CompareAndSwap(false, true) {
 		return nil
 	}
+	f.syncDeadline.Store(time.Now().Add(f.opts.SyncGracePeriod).UnixNano())
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
 	f.proxy.run(ctx)
@@ -213,6 +224,18 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 // are filled, i.e. whether the filter routes.
 func (f *Filter) Synced() bool { return f.local.synced() && f.state.synced() }
 
+// unsyncedUnavailable is true for a request that, while the routing caches
+// are still empty, must get 503 rather than the local chain: a resource this
+// server does not serve (its local discovery is known) may be served by a
+// peer, and a 404 would be the false answer this filter exists to prevent.
+// Only within SyncGracePeriod of start: a cluster without a reachable
+// peerdiscovery-apiserver then answers as stock kube-apiserver does.
+func (f *Filter) unsyncedUnavailable(req routing.Request) bool {
+	deadline := f.syncDeadline.Load()
+	return !req.AlreadyProxied && deadline != 0 && time.Now().UnixNano() < deadline &&
+		f.local.synced() && !f.local.Serves(req.GVR)
+}
+
 // handler is the wrapped chain.
 type handler struct {
 	f    *Filter
@@ -233,14 +256,18 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.next.ServeHTTP(w, r)
 		return
 	}
-	if !f.Synced() {
-		h.next.ServeHTTP(w, r)
-		return
-	}
 	req := routing.Request{
 		IsResourceRequest: true,
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
+	}
+	if !f.Synced() {
+		if f.unsyncedUnavailable(req) {
+			retryLater(w, r, f.serializer, req.GVR, "unsynced", fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()), f.opts.RetryAfterSeconds)
+			return
+		}
+		h.next.ServeHTTP(w, r)
+		return
 	}
 	res := routing.Decide(f.state.table(), req, f.serverID, f.local)
 	switch res.Decision {

@@ -13,6 +13,7 @@ import (
 	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,25 +86,37 @@ func TestHandlerDecisions(t *testing.T) {
 		header   http.Header
 		unsynced bool
 		want     int
+		// inGrace: within SyncGracePeriod of the post-start hook.
+		inGrace bool
 	}{
-		{"non-resource request", "/healthz", nil, false, local},
-		{"discovery without peer-aggregated accept", "/apis", nil, false, local},
-		{"served locally", "/api/v1/namespaces/ns1/pods/p1", nil, false, local},
-		{"cluster-wide", "/apis/crd.example.com/v1/things", nil, false, local},
-		{"already proxied (loop header)", "/apis/example.com/v1/namespaces/ns1/widgets", http.Header{PeerProxiedHeader: {"true"}}, false, local},
-		{"loop header with another value does not count", "/apis/example.com/v1/namespaces/ns1/widgets", http.Header{PeerProxiedHeader: {"yes"}}, false, proxied},
-		{"unknown: local chain answers 404", "/apis/nowhere.example.com/v1/ghosts", nil, false, local},
-		{"only this server listed: local chain", "/apis/example.com/v1/selfish", nil, false, local},
-		{"caches not synced: everything local", "/apis/example.com/v1/namespaces/ns1/widgets", nil, true, local},
-		{"ready peer: proxied", "/apis/example.com/v1/namespaces/ns1/widgets/w1", nil, false, proxied},
-		{"ready peer, subresource: proxied", "/apis/example.com/v1/namespaces/ns1/widgets/w1/status", nil, false, proxied},
-		{"none ready: 503", "/apis/example.com/v1/sleepy", nil, false, unavailable},
-		{"only left peers: 503", "/apis/example.com/v1/departed", nil, false, unavailable},
+		{"non-resource request", "/healthz", nil, false, local, false},
+		{"discovery without peer-aggregated accept", "/apis", nil, false, local, false},
+		{"served locally", "/api/v1/namespaces/ns1/pods/p1", nil, false, local, false},
+		{"cluster-wide", "/apis/crd.example.com/v1/things", nil, false, local, false},
+		{"already proxied (loop header)", "/apis/example.com/v1/namespaces/ns1/widgets", http.Header{PeerProxiedHeader: {"true"}}, false, local, false},
+		{"loop header with another value does not count", "/apis/example.com/v1/namespaces/ns1/widgets", http.Header{PeerProxiedHeader: {"yes"}}, false, proxied, false},
+		{"unknown: local chain answers 404", "/apis/nowhere.example.com/v1/ghosts", nil, false, local, false},
+		{"only this server listed: local chain", "/apis/example.com/v1/selfish", nil, false, local, false},
+		{"caches not synced, grace over: everything local", "/apis/example.com/v1/namespaces/ns1/widgets", nil, true, local, false},
+		{"caches not synced, in the grace: not served here, 503", "/apis/example.com/v1/namespaces/ns1/widgets", nil, true, unavailable, true},
+		{"caches not synced, in the grace: served here, local", "/api/v1/namespaces/ns1/pods/p1", nil, true, local, true},
+		{"caches not synced, in the grace: already proxied, local", "/apis/example.com/v1/namespaces/ns1/widgets", http.Header{PeerProxiedHeader: {"true"}}, true, local, true},
+		{"caches not synced, in the grace: non-resource, local", "/healthz", nil, true, local, true},
+		{"ready peer: proxied", "/apis/example.com/v1/namespaces/ns1/widgets/w1", nil, false, proxied, false},
+		{"ready peer, subresource: proxied", "/apis/example.com/v1/namespaces/ns1/widgets/w1/status", nil, false, proxied, false},
+		{"none ready: 503", "/apis/example.com/v1/sleepy", nil, false, unavailable, false},
+		{"only left peers: 503", "/apis/example.com/v1/departed", nil, false, unavailable, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e.f.state.isSynced.Store(!tc.unsynced)
 			defer e.f.state.isSynced.Store(true)
+			if tc.inGrace {
+				e.f.syncDeadline.Store(time.Now().Add(time.Hour).UnixNano())
+				defer e.f.syncDeadline.Store(0)
+			}
+			unsyncedLabels := map[string]string{"type": "unsynced", "group": "example.com", "resource": "widgets"}
+			unsyncedBefore := counterValue(t, "apiserver_peer_proxy_errors_total", unsyncedLabels)
 			localBefore, peerBefore := e.local.calls.Load(), len(peer.requests())
 			req := e.newRequest(http.MethodGet, tc.path, nil)
 			for k, v := range tc.header {
@@ -126,7 +139,14 @@ func TestHandlerDecisions(t *testing.T) {
 				if localCalls != 0 || peerCalls != 0 {
 					t.Fatalf("want a 503 from the filter: local %d, peer %d", localCalls, peerCalls)
 				}
-				checkUnavailable(t, resp, body, "none is ready")
+				msg := "none is ready"
+				if tc.unsynced {
+					msg = "not synced yet"
+					if d := counterValue(t, "apiserver_peer_proxy_errors_total", unsyncedLabels) - unsyncedBefore; d != 1 {
+						t.Fatalf("apiserver_peer_proxy_errors_total{type=unsynced} grew by %v, want 1", d)
+					}
+				}
+				checkUnavailable(t, resp, body, msg)
 			}
 		})
 	}

@@ -9,6 +9,7 @@ import (
 	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -154,7 +155,7 @@ func TestNewFileErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.endpoint != "127.0.0.1:6443" || f.opts.PeerServerName != peerServerName || f.opts.RetryAfterSeconds != 5 {
+		if f.endpoint != "127.0.0.1:6443" || f.opts.PeerServerName != peerServerName || f.opts.RetryAfterSeconds != 5 || f.opts.SyncGracePeriod != time.Minute {
 			t.Fatalf("defaults: %+v, endpoint %s", f.opts, f.endpoint)
 		}
 		if got := f.ReadyzCheck().Name(); got != "peerdiscovery-filter" {

@@ -389,14 +389,20 @@ func (t *trackingWriter) status() int {
 // the resource but none can take the request now. Not a 404: the resource
 // exists in the cluster.
 func unavailable(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSerializer, gvr schema.GroupVersionResource, msg string, retryAfter int) {
+	retryLater(w, r, s, gvr, "unavailable", fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", gvr.GroupResource().String(), msg), retryAfter)
+}
+
+// retryLater answers 503 with message, a Status body and Retry-After, and
+// counts it as a proxy error of errType.
+func retryLater(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSerializer, gvr schema.GroupVersionResource, errType, message string, retryAfter int) {
 	status := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusServiceUnavailable,
 		Reason:  metav1.StatusReasonServiceUnavailable,
-		Message: fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", gvr.GroupResource().String(), msg),
+		Message: message,
 		Details: &metav1.StatusDetails{Group: gvr.Group, Kind: gvr.Resource, RetryAfterSeconds: int32(retryAfter)},
 	}}
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-	proxyError(r.Context(), "unavailable", gvr)
+	proxyError(r.Context(), errType, gvr)
 	responsewriters.ErrorNegotiated(status, s, gvr.GroupVersion(), w, r)
 }

@@ -639,7 +639,8 @@ func testOnlyCapableStopped(t *testing.T, ids map[int]string) {
 }
 
 // testExtensionStopped: with every peerdiscovery-apiserver replica down,
-// the filters route from their caches; restarted, they resync.
+// the filters route from their caches, and a server restarted meanwhile
+// answers 503 rather than 404; restarted, the replicas resync them.
 func testExtensionStopped(t *testing.T, _ map[int]string) {
 	for i := range cluster.Extensions() {
 		if err := cluster.StopExtension(i); err != nil {
@@ -657,6 +658,25 @@ func testExtensionStopped(t *testing.T, _ map[int]string) {
 		if code, _, body := raw(t, cfg, http.MethodGet, svmPath, nil); code != http.StatusOK {
 			t.Fatalf("routing without peerdiscovery-apiserver: %d %s", code, body)
 		}
+	}
+	// The old server restarted now has empty routing caches and cannot
+	// fill them: for a GVR it does not serve it answers 503 (not a false
+	// 404) while its filter's sync grace lasts; what it serves stays local.
+	if err := cluster.StopAPIServer(old, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartAPIServer(old); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		code, h, body := raw(t, cfg, http.MethodGet, svmPath, nil)
+		if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(string(body), "not synced yet") {
+			t.Fatalf("restarted without peerdiscovery-apiserver: %d %s, want 503 with Retry-After", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, _, body := raw(t, cfg, http.MethodGet, "/api/v1/namespaces/default", nil); code != http.StatusOK {
+		t.Fatalf("a local GET on the restarted server: %d %s", code, body)
 	}
 	for i := range cluster.Extensions() {
 		if err := cluster.StartExtension(i); err != nil {

@@ -686,6 +686,32 @@ func (c *Cluster) CACertPEM() []byte { return append([]byte(nil), c.pki.ca.CertP
 // CAFile is the path of the cluster CA.
 func (c *Cluster) CAFile() string { return c.pki.caFile }
 
+// HelperAddress is an address inside the network namespace that no
+// component listens on (10.254.<octet>.2), for processes a test starts
+// there with RunInNetwork.
+func (c *Cluster) HelperAddress() string { return c.net.ip(nsIPSuffix).String() }
+
+// FrontProxyClientFiles are the certificate and key the kube-apiservers
+// proxy with (--proxy-client-cert-file, --proxy-client-key-file).
+func (c *Cluster) FrontProxyClientFiles() (certFile, keyFile string) {
+	return c.pki.frontProxyClientCert, c.pki.frontProxyClientKey
+}
+
+// RunInNetwork starts argv inside the cluster's network namespace, logging
+// to logs/<name>.log. The returned function stops it (SIGTERM, then
+// SIGKILL after 5s); Stop kills it too, with everything else left in the
+// namespace.
+func (c *Cluster) RunInNetwork(name string, argv ...string) (stop func() error, err error) {
+	if c.stopped.Load() {
+		return nil, fmt.Errorf("cluster is stopped")
+	}
+	p := &process{name: name, logPath: c.logPath(name), argv: c.nsArgv("", argv...)}
+	if err := p.start(); err != nil {
+		return nil, err
+	}
+	return func() error { return p.stop(syscall.SIGTERM, 5*time.Second) }, nil
+}
+
 // LoadBalancerEndpoint is https://10.254.<octet>.1:<port>, a TCP load
 // balancer over every running kube-apiserver ("" without extension
 // replicas).
