@@ -8,7 +8,14 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT_ROOT="${1:-${REPO_ROOT}}"
 cd "${REPO_ROOT}"
 THIS_PKG="sigs.k8s.io/peerdiscovery"
+# go list -m reports no directory for a module not yet in the module cache
+# (a fresh machine): download it first.
+go mod download k8s.io/code-generator
 CODEGEN_PKG="$(go list -m -f '{{.Dir}}' k8s.io/code-generator)"
+if [[ ! -f "${CODEGEN_PKG}/kube_codegen.sh" ]]; then
+    echo "k8s.io/code-generator not found in the module cache (go list -m: '${CODEGEN_PKG}')" >&2
+    exit 1
+fi
 # shellcheck source=/dev/null
 source "${CODEGEN_PKG}/kube_codegen.sh"
 
