@@ -91,25 +91,45 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	if !strings.Contains(base, "://") {
 		base = "https://" + base
 	}
-	go l.loop(ctx, client, strings.TrimSuffix(base, "/"), interval)
+	host := strings.TrimSuffix(base, "/")
+	// The first read is made before the post-start hook returns, so a ready
+	// server knows what it serves itself (the filter's 503-or-local choice
+	// while unsynced depends on it); bounded, so startup never waits long.
+	firstCtx, cancel := context.WithTimeout(ctx, localFirstReadTimeout)
+	defer cancel()
+	if err := l.read(firstCtx, client, host); err != nil {
+		klog.V(2).InfoS("peerdiscovery filter: first read of local discovery failed; will retry", "err", err)
+		l.poke()
+	}
+	go l.loop(ctx, client, host, interval)
 	return nil
 }
+
+const (
+	// localFirstReadTimeout bounds the post-start hook's first read.
+	localFirstReadTimeout = 5 * time.Second
+	// localRereadDelay is when a change event's second read follows.
+	localRereadDelay = time.Second
+)
 
 func (l *localDiscovery) loop(ctx context.Context, client *http.Client, host string, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var again <-chan time.Time
 	for {
-		if err := l.read(ctx, client, host); err != nil && ctx.Err() == nil {
-			klog.V(2).InfoS("peerdiscovery filter: reading local discovery failed; will retry", "err", err)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-again:
+			again = nil
 		case <-l.refresh:
 			// A CRD or APIService changed: the local aggregated discovery
-			// follows within moments; read again shortly after too.
-			time.AfterFunc(time.Second, l.poke)
+			// follows within moments; read now, and once more shortly after.
+			again = time.After(localRereadDelay)
+		}
+		if err := l.read(ctx, client, host); err != nil && ctx.Err() == nil {
+			klog.V(2).InfoS("peerdiscovery filter: reading local discovery failed; will retry", "err", err)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 )
@@ -130,5 +131,33 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	}
 	if l.current() != d2 {
 		t.Fatal("a failed read replaced the document")
+	}
+}
+
+// TestLocalDiscoveryLoop: a change event causes one read at once and one
+// more shortly after, not a read every second from then on; the ticker
+// alone reads at its interval.
+func TestLocalDiscoveryLoop(t *testing.T) {
+	srv := &fakeLocalServer{docs: map[string][]byte{}, etags: map[string]string{}, requests: map[string]int{}, notMod: map[string]int{}}
+	srv.set("/api", `"api-1"`, dgroup("", "v1", "pods"))
+	srv.set("/apis", `"apis-1"`, dgroup("apps", "v1", "deployments"))
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reads := func() int {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.requests["/apis"]
+	}
+
+	l := newLocalDiscovery()
+	go l.loop(ctx, ts.Client(), ts.URL, time.Hour)
+	l.poke()
+	// The event's two reads, then nothing more for several re-read delays.
+	eventually(t, "two reads after a change event", func() bool { return reads() >= 2 })
+	time.Sleep(4 * localRereadDelay)
+	if n := reads(); n != 2 {
+		t.Fatalf("%d reads after one change event and %v, want 2", n, 5*localRereadDelay)
 	}
 }
