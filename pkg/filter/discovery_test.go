@@ -10,7 +10,6 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
@@ -59,20 +58,7 @@ func mergedDiscovery(t *testing.T, rv string, api, apis []apidiscoveryv2.APIGrou
 
 // setLocalDiscovery replaces this server's own documents.
 func (e *env) setLocalDiscovery(api, apis []apidiscoveryv2.APIGroupDiscovery) {
-	d := &localDoc{api: api, apis: apis, gvrs: map[schema.GroupVersionResource]struct{}{}}
-	if prev := e.f.local.doc.Load(); prev != nil {
-		d.generation = prev.generation + 1
-	}
-	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{api, apis} {
-		for _, g := range doc {
-			for _, v := range g.Versions {
-				for _, r := range v.Resources {
-					d.gvrs[schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}] = struct{}{}
-				}
-			}
-		}
-	}
-	e.f.local.doc.Store(d)
+	e.f.local.doc.Store(newLocalDoc(e.f.local.doc.Load(), api, apis, "", ""))
 }
 
 type discoveryResponse struct {

@@ -157,6 +157,13 @@ func (l *localDiscovery) read(ctx context.Context, client *http.Client, host str
 	if apisSame {
 		apis = prev.apis
 	}
+	l.doc.Store(newLocalDoc(prev, api, apis, apiETag, apisETag))
+	return nil
+}
+
+// newLocalDoc indexes the served GVRs of api and apis; its generation
+// follows prev's.
+func newLocalDoc(prev *localDoc, api, apis []apidiscoveryv2.APIGroupDiscovery, apiETag, apisETag string) *localDoc {
 	d := &localDoc{api: api, apis: apis, apiETag: apiETag, apisETag: apisETag, gvrs: map[schema.GroupVersionResource]struct{}{}}
 	if prev != nil {
 		d.generation = prev.generation + 1
@@ -170,8 +177,7 @@ func (l *localDiscovery) read(ctx context.Context, client *http.Client, host str
 			}
 		}
 	}
-	l.doc.Store(d)
-	return nil
+	return d
 }
 
 func fetchLocal(ctx context.Context, client *http.Client, host, path, etag string) ([]apidiscoveryv2.APIGroupDiscovery, string, bool, error) {
