@@ -145,8 +145,8 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 		fmt.Fprintf(&b, "  (a link to %s)\n", c.Kubeconfig())
 	}
 	b.WriteString("\nContexts:\n")
-	for _, s := range servers {
-		fmt.Fprintf(&b, "  %-10s %s  %s  (hostname %s, log %s)\n", s.Context, s.Version, s.Endpoint, s.Name, s.LogPath)
+	for i, s := range servers {
+		fmt.Fprintf(&b, "  %-10s %s  %s  (hostname %s, log %s, audit log %s)\n", s.Context, s.Version, s.Endpoint, s.Name, s.LogPath, c.AuditLogPath(i))
 	}
 	if exts := c.Extensions(); len(exts) > 0 {
 		b.WriteString("\npeerdiscovery-apiserver replicas:\n")

@@ -21,8 +21,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apiserver/pkg/audit"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	genericfilters "k8s.io/apiserver/pkg/server/filters"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/version"
@@ -58,18 +61,24 @@ type Options struct {
 	// for resources this server does not serve get 503 rather than the
 	// local 404 while the routing caches are still empty (see handler).
 	SyncGracePeriod time.Duration
+	// PeerResponseHeaderTimeout bounds the wait for a peer's response
+	// headers on requests that are not long-running. The default, 45s, is
+	// the HTTP/2 health check's bound (ReadIdleTimeout 30s + PingTimeout
+	// 15s) and under kube-apiserver's 60s request timeout, so a silent
+	// peer is detected the same way over HTTP/1.1 and HTTP/2 and the client
+	// still gets a clear 504 from this server.
+	PeerResponseHeaderTimeout time.Duration
 }
 
 // Validate returns every problem with the options, each naming its flag.
+// --peer-ca-file turns the filter on (as it turns on upstream's peer
+// proxy); --proxy-client-cert-file alone does not: every kubeadm cluster
+// sets it for the aggregator.
 func (o *Options) Validate() []error {
-	var errs []error
-	enabled := o.PeerCAFile != "" || o.ProxyClientCertFile != "" || o.ProxyClientKeyFile != ""
-	if !enabled {
+	if !o.Enabled() {
 		return nil
 	}
-	if o.PeerCAFile == "" {
-		errs = append(errs, fmt.Errorf("--peer-ca-file is required to proxy to peers (with --proxy-client-cert-file and --proxy-client-key-file)"))
-	}
+	var errs []error
 	if o.ProxyClientCertFile == "" || o.ProxyClientKeyFile == "" {
 		errs = append(errs, fmt.Errorf("--proxy-client-cert-file and --proxy-client-key-file are required to proxy to peers: they carry the user's identity"))
 	}
@@ -126,6 +135,7 @@ type Filter struct {
 	serverID      string
 	binaryVersion string
 	serializer    runtime.NegotiatedSerializer
+	longRunning   apirequest.LongRunningRequestCheck
 
 	proxy     *proxier
 	local     *localDiscovery
@@ -156,17 +166,23 @@ func New(opts Options) (*Filter, error) {
 	if opts.SyncGracePeriod == 0 {
 		opts.SyncGracePeriod = time.Minute
 	}
+	if opts.PeerResponseHeaderTimeout == 0 {
+		opts.PeerResponseHeaderTimeout = 45 * time.Second
+	}
 	registerMetrics()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
 	if !opts.Enabled() {
+		filterEnabled.Set(0)
+		klog.InfoS("peerdiscovery filter disabled: --peer-ca-file is not set; requests for resources this kube-apiserver does not serve get its own answer (404)")
 		return f, nil
 	}
+	filterEnabled.Set(1)
 	ep, err := opts.endpoint()
 	if err != nil {
 		return nil, err
 	}
 	f.endpoint = ep
-	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName); err != nil {
+	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
 		return nil, err
 	}
 	f.discovery = newPeerDiscovery(f.local, f.state)
@@ -183,8 +199,20 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 	f.serverID = c.APIServerID
 	f.binaryVersion = version.Get().GitVersion
 	f.serializer = c.Serializer
+	f.longRunning = c.LongRunningFunc
+	if f.longRunning == nil {
+		f.longRunning = defaultLongRunning
+	}
 	return &handler{f: f, next: h}
 }
+
+// defaultLongRunning is kube-apiserver's own check
+// (k8s.io/kubernetes/pkg/controlplane/apiserver/config.go), for a generic
+// config that has none.
+var defaultLongRunning = genericfilters.BasicLongRunningRequestCheck(
+	sets.NewString("watch", "proxy"),
+	sets.NewString("attach", "exec", "proxy", "log", "portforward"),
+)
 
 // PostStartHook starts the caches, the registration Lease and the
 // certificate reloaders. It never blocks startup: without
@@ -263,7 +291,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if !f.Synced() {
 		if f.unsyncedUnavailable(req) {
-			retryLater(w, r, f.serializer, req.GVR, "unsynced", fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()), f.opts.RetryAfterSeconds)
+			// The GVR comes from the client and is known to no routing
+			// state yet: it must not become a metric label.
+			proxyError(r.Context(), "unsynced", unknownGVR)
+			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
+			retryLater(w, r, f.serializer, req.GVR, fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()), f.opts.RetryAfterSeconds)
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -272,8 +304,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := routing.Decide(f.state.table(), req, f.serverID, f.local)
 	switch res.Decision {
 	case v1alpha1.RouteProxy:
-		f.proxy.serve(w, r, res, f.serializer, f.opts.RetryAfterSeconds)
+		f.proxy.serve(w, r, res, f.serializer, f.opts.RetryAfterSeconds, f.longRunning(r, info))
 	case v1alpha1.RouteUnavailable:
+		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
 		unavailable(w, r, f.serializer, req.GVR, res.Reason(), f.opts.RetryAfterSeconds)
 	default:
 		h.next.ServeHTTP(w, r)

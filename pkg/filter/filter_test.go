@@ -115,7 +115,10 @@ func TestHandlerDecisions(t *testing.T) {
 				e.f.syncDeadline.Store(time.Now().Add(time.Hour).UnixNano())
 				defer e.f.syncDeadline.Store(0)
 			}
-			unsyncedLabels := map[string]string{"type": "unsynced", "group": "example.com", "resource": "widgets"}
+			// The client's GVR is known to no routing state yet: counted
+			// under one label, never under its own.
+			unsyncedLabels := map[string]string{"type": "unsynced", "group": "other", "version": "other", "resource": "other"}
+			clientLabels := map[string]string{"type": "unsynced", "group": "example.com", "resource": "widgets"}
 			unsyncedBefore := counterValue(t, "apiserver_peer_proxy_errors_total", unsyncedLabels)
 			localBefore, peerBefore := e.local.calls.Load(), len(peer.requests())
 			req := e.newRequest(http.MethodGet, tc.path, nil)
@@ -143,7 +146,10 @@ func TestHandlerDecisions(t *testing.T) {
 				if tc.unsynced {
 					msg = "not synced yet"
 					if d := counterValue(t, "apiserver_peer_proxy_errors_total", unsyncedLabels) - unsyncedBefore; d != 1 {
-						t.Fatalf("apiserver_peer_proxy_errors_total{type=unsynced} grew by %v, want 1", d)
+						t.Fatalf("apiserver_peer_proxy_errors_total{type=unsynced,resource=other} grew by %v, want 1", d)
+					}
+					if v := counterValue(t, "apiserver_peer_proxy_errors_total", clientLabels); v != 0 {
+						t.Fatalf("apiserver_peer_proxy_errors_total has a series for the client's GVR: %v", v)
 					}
 				}
 				checkUnavailable(t, resp, body, msg)
@@ -372,7 +378,8 @@ func TestProxyEveryCandidateRefuses(t *testing.T) {
 }
 
 // TestProxyAfterThePeerSawTheRequest: once a peer may have seen a request
-// that changes something, it is never sent to another peer; a read whose
+// that changes something, it is never sent to another peer, and the answer
+// (502, no Retry-After) invites no client to send it again; a read whose
 // response has not started is safe to repeat on the next candidate.
 func TestProxyAfterThePeerSawTheRequest(t *testing.T) {
 	for _, tc := range []struct {
@@ -409,7 +416,7 @@ func TestProxyAfterThePeerSawTheRequest(t *testing.T) {
 				t.Fatalf("failing peer read %q", failing.requests()[0].Body)
 			}
 			if !tc.repeated {
-				checkUnavailable(t, resp, got, "failed")
+				checkSentButFailed(t, resp, got, http.StatusBadGateway, ids[0])
 				if n := len(other.requests()); n != 0 {
 					t.Fatalf("the request was replayed to another peer (%d times)", n)
 				}
@@ -420,6 +427,36 @@ func TestProxyAfterThePeerSawTheRequest(t *testing.T) {
 			}
 			checkProxiedAsAlice(t, other.requests()[0])
 		})
+	}
+}
+
+// checkSentButFailed checks the answer to a write that reached a peer which
+// then failed: code, a Status naming the resource and the peer, no network
+// detail, and no Retry-After (client-go retries any 5xx that has one).
+func checkSentButFailed(t *testing.T, resp *http.Response, body string, code int, peerID string) {
+	t.Helper()
+	if resp.StatusCode != code {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, code, body)
+	}
+	if ra, ok := resp.Header["Retry-After"]; ok {
+		t.Fatalf("Retry-After %q on a write the peer may have carried out", ra)
+	}
+	var st metav1.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("body is not a Status: %v: %s", err, body)
+	}
+	if st.Kind != "Status" || int(st.Code) != code || st.Details == nil || st.Details.RetryAfterSeconds != 0 {
+		t.Errorf("unexpected Status: %s", body)
+	}
+	for _, want := range []string{"widgets.example.com", "peer kube-apiserver " + peerID, "not retried"} {
+		if !strings.Contains(st.Message, want) {
+			t.Errorf("message %q does not name %q", st.Message, want)
+		}
+	}
+	for _, leak := range []string{"127.0.0.1", "stream", "INTERNAL_ERROR", "dial", "tcp"} {
+		if strings.Contains(st.Message, leak) {
+			t.Errorf("message %q carries a network detail (%q)", st.Message, leak)
+		}
 	}
 }
 

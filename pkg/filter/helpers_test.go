@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -19,7 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -85,7 +88,7 @@ func (l *localChain) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // front HTTP server that plays the outer filters: it sets the RequestInfo
 // (parsed as kube-apiserver does) and the authenticated user.
 type env struct {
-	t       *testing.T
+	t       testing.TB
 	pki     *testPKI
 	f       *Filter
 	handler http.Handler
@@ -93,17 +96,28 @@ type env struct {
 	front   *httptest.Server
 	client  *http.Client
 	user    atomic.Pointer[user.DefaultInfo]
+	// audits holds the audit context of every request, by Audit-ID.
+	audits   sync.Map // string -> *audit.AuditContext
+	auditSeq atomic.Int64
 }
 
 type envOption func(*envConfig)
 
-type envConfig struct{ frontHTTP2 bool }
+type envConfig struct {
+	frontHTTP2    bool
+	headerTimeout time.Duration
+}
+
+// peerHeaderTimeout sets Options.PeerResponseHeaderTimeout.
+func peerHeaderTimeout(d time.Duration) envOption {
+	return func(c *envConfig) { c.headerTimeout = d }
+}
 
 // frontHTTP2 serves the front over TLS with HTTP/2, as kube-apiserver does
 // for most clients.
 func frontHTTP2(c *envConfig) { c.frontHTTP2 = true }
 
-func newEnv(t *testing.T, opts ...envOption) *env {
+func newEnv(t testing.TB, opts ...envOption) *env {
 	t.Helper()
 	var cfg envConfig
 	for _, o := range opts {
@@ -117,6 +131,8 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 		ProxyClientKeyFile:  e.pki.clientKey,
 		PeerAdvertiseIP:     "127.0.0.1",
 		PeerAdvertisePort:   "6443",
+
+		PeerResponseHeaderTimeout: cfg.headerTimeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +144,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	e.setRoutes()
 	f.state.isSynced.Store(true)
 
-	e.front = httptest.NewUnstartedServer(withRequestInfoAndUser(e.handler, func() user.Info { return e.user.Load() }))
+	e.front = httptest.NewUnstartedServer(e.withAudit(withRequestInfoAndUser(e.handler, func() user.Info { return e.user.Load() })))
 	e.front.Config.ErrorLog = log.New(io.Discard, "", 0)
 	if cfg.frontHTTP2 {
 		e.front.EnableHTTP2 = true
@@ -139,6 +155,31 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Cleanup(e.front.Close)
 	e.client = e.front.Client()
 	return e
+}
+
+// withAudit plays kube-apiserver's audit filter: an audit context per
+// request with a fresh Audit-ID (or the client's), kept for the test.
+func (e *env) withAudit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := audit.WithAuditContext(r.Context())
+		id := r.Header.Get("Audit-Id")
+		if id == "" {
+			id = fmt.Sprintf("audit-%d", e.auditSeq.Add(1))
+		}
+		audit.WithAuditID(ctx, types.UID(id))
+		e.audits.Store(id, audit.AuditContextFrom(ctx))
+		w.Header().Set("Audit-Id", id)
+		h.ServeHTTP(w, r.WithContext(ctx))
+	})
+}
+
+// annotations are the audit annotations of the request with Audit-ID id.
+func (e *env) annotations(id string) map[string]string {
+	ac, ok := e.audits.Load(id)
+	if !ok {
+		e.t.Fatalf("no request with Audit-ID %q", id)
+	}
+	return ac.(*audit.AuditContext).GetEventAnnotations()
 }
 
 // withRequestInfoAndUser plays kube-apiserver's outer filters.
@@ -262,6 +303,19 @@ func (e *env) newPeer(respond http.HandlerFunc) *testPeer {
 
 func newTestPeer(t testing.TB, pki *testPKI, serving tls.Certificate, respond http.HandlerFunc) *testPeer {
 	t.Helper()
+	p := newUnstartedTestPeer(t, pki, serving, respond)
+	p.StartTLS()
+	return p
+}
+
+// newUnstartedPeer is newPeer before StartTLS, for a test to change its
+// server settings first.
+func (e *env) newUnstartedPeer(respond http.HandlerFunc) *testPeer {
+	return newUnstartedTestPeer(e.t, e.pki, e.pki.serving, respond)
+}
+
+func newUnstartedTestPeer(t testing.TB, pki *testPKI, serving tls.Certificate, respond http.HandlerFunc) *testPeer {
+	t.Helper()
 	p := &testPeer{respond: respond}
 	auth := requestHeaderAuthenticator(pki)
 	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -299,7 +353,6 @@ func newTestPeer(t testing.TB, pki *testPKI, serving tls.Certificate, respond ht
 	p.EnableHTTP2 = true
 	p.TLS = pki.peerTLSConfig(serving)
 	p.Config.ErrorLog = log.New(io.Discard, "", 0)
-	p.StartTLS()
 	t.Cleanup(p.Close)
 	return p
 }
@@ -367,6 +420,22 @@ func remoteHeaders(h http.Header) http.Header {
 // resetUpstreamMetrics zeroes upstream's peer proxy counters, which the
 // filter increments so dashboards keep working.
 func resetUpstreamMetrics() { peerproxymetrics.Reset() }
+
+// gaugeValue reads an unlabelled gauge from the legacy registry.
+func gaugeValue(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := legacyregistry.DefaultGatherer.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() == name && len(f.GetMetric()) == 1 {
+			return f.GetMetric()[0].GetGauge().GetValue()
+		}
+	}
+	t.Fatalf("no gauge %s", name)
+	return 0
+}
 
 // counterValue reads a counter from the legacy registry (0 when absent).
 func counterValue(t *testing.T, name string, labels map[string]string) float64 {

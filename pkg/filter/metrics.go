@@ -27,6 +27,13 @@ var (
 		Buckets:        []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"group", "resource"})
+	filterEnabled = metrics.NewGauge(&metrics.GaugeOpts{
+		Namespace:      "peerdiscovery",
+		Subsystem:      "filter",
+		Name:           "enabled",
+		Help:           "1 when the filter is configured (--peer-ca-file set) and routes requests to peers; 0 when this kube-apiserver runs without it.",
+		StabilityLevel: metrics.ALPHA,
+	})
 	cacheSynced = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
@@ -41,7 +48,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		peerproxymetrics.Register()
-		for _, c := range []metrics.Registerable{proxyLatency, cacheSynced} {
+		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver.
 			if err := legacyregistry.Register(c); err != nil {
@@ -56,8 +63,15 @@ func proxied(ctx context.Context, gvr schema.GroupVersionResource, code int, too
 	proxyLatency.WithLabelValues(gvr.Group, gvr.Resource).Observe(took.Seconds())
 }
 
-// proxyError counts by type: connect (retried on the next peer), proxy
-// (failed after the peer was reached), unavailable (answered 503).
+// unknownGVR labels the errors of requests whose GVR no routing state
+// knows: a client can name any GVR, and each would be a new series.
+var unknownGVR = schema.GroupVersionResource{Group: "other", Version: "other", Resource: "other"}
+
+// proxyError counts by type: connect (the peer was not reached; the next is
+// tried), proxy (failed after the peer may have received the request),
+// canceled (the client left or the deadline passed), unavailable (answered
+// 503), unsynced (answered 503 before the routing state synced; labelled
+// with unknownGVR). Every other GVR label comes from the routing table.
 func proxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
 	peerproxymetrics.IncPeerProxyError(ctx, typ, gvr.Group, gvr.Version, gvr.Resource)
 }

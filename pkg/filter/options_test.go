@@ -4,12 +4,17 @@ import (
 	"context"
 	"crypto/x509"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
-	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 	"strings"
 	"testing"
 	"time"
+
+	genericapiserver "k8s.io/apiserver/pkg/server"
+
+	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 )
 
 func TestOptionsValidate(t *testing.T) {
@@ -42,9 +47,10 @@ func TestOptionsValidate(t *testing.T) {
 			want: [][]string{{"--proxy-client-key-file"}},
 		},
 		{
-			name: "client certificate without the peer CA",
+			// Every kubeadm cluster sets the aggregator's client
+			// certificate; without --peer-ca-file the filter is off.
+			name: "client certificate without the peer CA: disabled, valid",
 			opts: Options{ProxyClientCertFile: "client.crt", ProxyClientKeyFile: "client.key", PeerAdvertiseIP: "10.0.0.1", PeerAdvertisePort: "6443"},
-			want: [][]string{{"--peer-ca-file", "required"}},
 		},
 		{
 			name: "no endpoint at all",
@@ -117,6 +123,35 @@ func TestOptionsValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDisabledWithoutPeerCA: a kube-apiserver with the aggregator's proxy
+// client certificate and no --peer-ca-file starts with the filter off,
+// passes every request through and says so in a metric.
+func TestDisabledWithoutPeerCA(t *testing.T) {
+	f, err := New(Options{ProxyClientCertFile: "/nonexistent/client.crt", ProxyClientKeyFile: "/nonexistent/client.key"})
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	if f.opts.Enabled() || f.proxy != nil {
+		t.Fatal("filter enabled without --peer-ca-file")
+	}
+	if v := gaugeValue(t, "peerdiscovery_filter_enabled"); v != 0 {
+		t.Fatalf("peerdiscovery_filter_enabled = %v, want 0", v)
+	}
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusTeapot) })
+	rec := httptest.NewRecorder()
+	f.WrapHandler(next, &genericapiserver.Config{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/apis/example.com/v1/widgets", nil))
+	if rec.Code != http.StatusTeapot {
+		t.Fatalf("disabled filter answered %d itself", rec.Code)
+	}
+	if err := f.PostStartHook(genericapiserver.PostStartHookContext{}); err != nil {
+		t.Fatalf("PostStartHook of a disabled filter: %v", err)
+	}
+	newEnv(t)
+	if v := gaugeValue(t, "peerdiscovery_filter_enabled"); v != 1 {
+		t.Fatalf("peerdiscovery_filter_enabled = %v after an enabled New, want 1", v)
 	}
 }
 
@@ -197,9 +232,9 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatalf("new peer before the rotation: %d, want 503 (untrusted)", code)
 	}
 
-	before := e.f.proxy.transport.Load()
+	before := e.f.proxy.transports.Load()
 	writeFile(t, e.pki.peerCAFile, newCA.CertPEM)
-	eventually(t, "a new transport after the CA file changed", func() bool { return e.f.proxy.transport.Load() != before })
+	eventually(t, "a new transport after the CA file changed", func() bool { return e.f.proxy.transports.Load() != before })
 
 	if code := get(); code != 200 {
 		t.Fatalf("new peer after the rotation: %d", code)
@@ -213,11 +248,11 @@ func TestCertificateReload(t *testing.T) {
 	}
 
 	// A CA file that no longer holds a certificate keeps the last good CA.
-	current := e.f.proxy.transport.Load()
+	current := e.f.proxy.transports.Load()
 	writeFile(t, e.pki.peerCAFile, []byte("garbage"))
 	e.setRoutes(route(widgetsGVR, readyPeer("new", newPeer.endpoint())))
-	if code := get(); code != 200 || e.f.proxy.transport.Load() != current {
-		t.Fatalf("after a bad CA file: %d, transport replaced %v", code, e.f.proxy.transport.Load() != current)
+	if code := get(); code != 200 || e.f.proxy.transports.Load() != current {
+		t.Fatalf("after a bad CA file: %d, transport replaced %v", code, e.f.proxy.transports.Load() != current)
 	}
 
 	// Client certificate rotation: the next connection presents the new one.

@@ -9,20 +9,24 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/proxy"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -31,10 +35,11 @@ import (
 	"k8s.io/client-go/transport"
 	"k8s.io/klog/v2"
 
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// proxier sends requests to peers over one pooled transport: the peer CA
+// proxier sends requests to peers over pooled transports: the peer CA
 // verifies their serving certificates, the front-proxy client certificate
 // proves that the X-Remote-* identity headers come from a kube-apiserver.
 // Both files are reloaded when they change.
@@ -42,22 +47,40 @@ type proxier struct {
 	ca         *dynamiccertificates.DynamicFileCAContent
 	clientCert *dynamiccertificates.DynamicCertKeyPairContent
 	serverName string
+	// headerTimeout bounds the wait for a peer's response headers on
+	// requests that are not long-running.
+	headerTimeout time.Duration
 
 	mu       sync.Mutex
 	keyPair  *tls.Certificate
 	keyBytes []byte
 
-	transport atomic.Pointer[http.Transport]
+	transports atomic.Pointer[peerTransports]
 
-	// proxies holds one reverse proxy per peer endpoint (a handful: one
-	// per kube-apiserver), built once. Building one per request, as
-	// UpgradeAwareHandler does, costs allocations and a 32 KiB copy buffer
-	// on every proxied request.
-	proxies      sync.Map // endpoint -> *httputil.ReverseProxy
+	// proxies holds one reverse proxy per peer endpoint and kind of
+	// request (a handful: one per kube-apiserver), built once. Building one
+	// per request, as UpgradeAwareHandler does, costs allocations and a
+	// 32 KiB copy buffer on every proxied request.
+	proxies      sync.Map // proxyKey -> *httputil.ReverseProxy
 	proxiesCount atomic.Int32
 }
 
-func newProxier(caFile, certFile, keyFile, serverName string) (*proxier, error) {
+// peerTransports are the two connection pools to peers. They differ only in
+// the response header timeout: a watch, a log stream or an exec may wait
+// long for its first byte, any other request must not.
+type peerTransports struct {
+	short *http.Transport // not long-running: ResponseHeaderTimeout set
+	long  *http.Transport // long-running (LongRunningFunc): no header timeout
+}
+
+func (t *peerTransports) pick(longRunning bool) *http.Transport {
+	if longRunning {
+		return t.long
+	}
+	return t.short
+}
+
+func newProxier(caFile, certFile, keyFile, serverName string, headerTimeout time.Duration) (*proxier, error) {
 	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("peer-ca", caFile)
 	if err != nil {
 		return nil, fmt.Errorf("--peer-ca-file: %w", err)
@@ -66,7 +89,7 @@ func newProxier(caFile, certFile, keyFile, serverName string) (*proxier, error) 
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err)
 	}
-	p := &proxier{ca: ca, clientCert: cert, serverName: serverName}
+	p := &proxier{ca: ca, clientCert: cert, serverName: serverName, headerTimeout: headerTimeout}
 	if err := p.rebuildTransport(); err != nil {
 		return nil, err
 	}
@@ -88,15 +111,34 @@ func (p *proxier) run(ctx context.Context) {
 	go p.clientCert.Run(ctx, 1)
 }
 
-// rebuildTransport makes a new pooled transport for the current CA; in-flight
-// requests finish on the old one.
+// rebuildTransport makes new pooled transports for the current CA;
+// in-flight requests finish on the old ones.
 func (p *proxier) rebuildTransport() error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(p.ca.CurrentCABundleContent()) {
 		return fmt.Errorf("--peer-ca-file: no certificates found")
 	}
-	t := &http.Transport{
-		Proxy: nil, // peers are reached directly, never through an HTTP proxy
+	t := &peerTransports{short: p.newTransport(pool, p.headerTimeout), long: p.newTransport(pool, 0)}
+	if old := p.transports.Swap(t); old != nil {
+		// Idle connections verified against the old CA are dropped; busy
+		// ones finish their request.
+		time.AfterFunc(time.Minute, func() {
+			old.short.CloseIdleConnections()
+			old.long.CloseIdleConnections()
+		})
+	}
+	return nil
+}
+
+// newTransport is one pool of connections to peers. apimachinery's
+// SetTransportDefaults configures HTTP/2 with its connection health check
+// (ReadIdleTimeout 30s, PingTimeout 15s, tunable with
+// HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS as for
+// every Kubernetes client): a peer that dies silently fails the requests
+// multiplexed on its connection within their sum instead of holding them
+// until the request deadline.
+func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration) *http.Transport {
+	t := utilnet.SetTransportDefaults(&http.Transport{
 		DialContext: (&net.Dialer{
 			Timeout:   5 * time.Second,
 			KeepAlive: 30 * time.Second,
@@ -109,19 +151,17 @@ func (p *proxier) rebuildTransport() error {
 			// HTTP/2 lets watches and requests share few connections.
 			NextProtos: []string{"h2", "http/1.1"},
 		},
-		ForceAttemptHTTP2:     true,
 		TLSHandshakeTimeout:   5 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
 		MaxIdleConns:          200,
 		MaxIdleConnsPerHost:   100,
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
-	}
-	if old := p.transport.Swap(t); old != nil {
-		// Idle connections verified against the old CA are dropped; busy
-		// ones finish their request.
-		time.AfterFunc(time.Minute, old.CloseIdleConnections)
-	}
-	return nil
+	})
+	// Peers are reached directly, never through an HTTP proxy from the
+	// environment (SetTransportDefaults would add one).
+	t.Proxy = nil
+	return t
 }
 
 func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
@@ -139,11 +179,29 @@ func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 	return p.keyPair, nil
 }
 
-// serve proxies r to the first candidate it can connect to. A candidate
-// that cannot be connected to never saw the request, so the next one is
-// tried, writes included. When none can be reached the answer is 503.
-func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int) {
-	u, ok := apirequest.UserFrom(r.Context())
+// Audit annotations on the source server's event, so that one request can
+// be followed across servers (the peer's event has the same Audit-ID).
+const (
+	AuditDecision   = "peerdiscovery.k8s.io/decision"
+	AuditProxiedTo  = "peerdiscovery.k8s.io/proxied-to"
+	AuditFailedOver = "peerdiscovery.k8s.io/failed-over-from"
+	AuditError      = "peerdiscovery.k8s.io/error"
+)
+
+// serve proxies r to the first candidate that takes it. Whether a try may
+// have reached the peer is read from the transport (httptrace: the request
+// headers were written), never guessed from error types:
+//
+//   - not reached: the next candidate is tried, writes included; when none
+//     can be reached the answer is 503 with Retry-After (nothing happened,
+//     so a client retry is safe);
+//   - reached, GET or HEAD, no response byte written: the next candidate is
+//     tried (a safe method: repeating it changes nothing);
+//   - reached, any other method: never sent again, and answered 502 (504
+//     on a timeout) without Retry-After, so no client replays it either.
+func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int, longRunning bool) {
+	ctx := r.Context()
+	u, ok := apirequest.UserFrom(ctx)
 	if !ok {
 		responsewriters.InternalError(w, r, errors.New("no user in the request context"))
 		return
@@ -154,48 +212,90 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 		r.Body = body
 	}
 	upgrade := httpstream.IsUpgradeRequest(r)
-	var lastErr error
-	for i, peer := range res.Candidates {
+	audit.AddAuditAnnotation(ctx, AuditDecision, string(v1alpha1.RouteProxy))
+	var tried []string // candidates that failed before the current one
+	for _, peer := range res.Candidates {
 		tw := &trackingWriter{ResponseWriter: w}
+		var reached bool
 		if upgrade {
 			p.serveUpgrade(tw, r, peer.Endpoint, u)
+			// UpgradeAwareHandler dials (TCP and TLS) before it writes
+			// the request, and names dial errors with this prefix.
+			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
-			// The reverse proxy sets the identity on its copy of the
-			// request (see reverseProxy).
-			p.reverseProxy(peer.Endpoint).ServeHTTP(tw, r)
+			a := &attempt{}
+			p.reverseProxy(peer.Endpoint, longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(ctx, a.trace())))
+			reached = a.wroteHeaders.Load()
 		}
 		if tw.err == nil {
-			proxied(r.Context(), res.GVR, tw.status(), time.Since(start))
+			audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
+			annotateFailedOver(ctx, tried)
+			proxied(ctx, res.GVR, tw.status(), time.Since(start))
 			return
 		}
-		lastErr = tw.err
-		// Retry when the request never reached the peer, or when it is a
-		// safe read whose response has not started (a peer killed mid-GET).
-		if tw.wrote || body.used() || !(retryable(tw.err) || (!upgrade && safeRead(r))) {
-			// The peer may have seen the request: never replay it.
-			proxyError(r.Context(), "proxy", res.GVR)
-			klog.ErrorS(tw.err, "peerdiscovery filter: proxying failed", "peer", peer.ID, "gvr", res.GVR.String())
-			unavailable(w, r, s, res.GVR, fmt.Sprintf("peer %s failed: %v", peer.ID, tw.err), retryAfter)
+		if ctx.Err() != nil {
+			// The client left or the request deadline passed: the outer
+			// filters answer; nothing to retry.
+			proxyError(ctx, "canceled", res.GVR)
+			klog.V(2).InfoS("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "gvr", res.GVR.String(), "err", tw.err)
 			return
 		}
-		proxyError(r.Context(), "connect", res.GVR)
-		klog.V(2).InfoS("peerdiscovery filter: peer unreachable, trying the next", "peer", peer.ID, "attempt", i+1, "err", tw.err)
+		if !reached && !body.used() && !tw.wrote {
+			proxyError(ctx, "connect", res.GVR)
+			klog.V(2).InfoS("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "gvr", res.GVR.String(), "err", tw.err)
+			tried = append(tried, peer.ID)
+			continue
+		}
+		proxyError(ctx, "proxy", res.GVR)
+		klog.ErrorS(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "gvr", res.GVR.String(), "method", r.Method)
+		if !upgrade && safeRead(r) && !tw.wrote {
+			tried = append(tried, peer.ID)
+			continue
+		}
+		audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
+		annotateFailedOver(ctx, tried)
+		if tw.wrote {
+			// The response had started: nothing more can be said.
+			return
+		}
+		sentButFailed(w, r, s, res.GVR, peer.ID, tw.err, retryAfter)
+		return
 	}
-	unavailable(w, r, s, res.GVR, fmt.Sprintf("no peer serving it could be reached: %v", lastErr), retryAfter)
+	annotateFailedOver(ctx, tried)
+	audit.AddAuditAnnotation(ctx, AuditError, "no peer could take the request")
+	unavailable(w, r, s, res.GVR, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")", retryAfter)
+}
+
+func annotateFailedOver(ctx context.Context, ids []string) {
+	if len(ids) > 0 {
+		audit.AddAuditAnnotation(ctx, AuditFailedOver, strings.Join(ids, ","))
+	}
+}
+
+// attempt records from the transport's own trace how far one try at a peer
+// got. Until the request headers are written the peer cannot have acted
+// on the request; after, it may have.
+type attempt struct {
+	wroteHeaders atomic.Bool
+}
+
+func (a *attempt) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{WroteHeaders: func() { a.wroteHeaders.Store(true) }}
 }
 
 // serveUpgrade proxies an upgrade (exec, attach, port-forward, websocket)
 // with UpgradeAwareHandler, which dials the peer and splices the hijacked
-// connections. The identity is set on the request itself: the upgrade dial
-// does not go through a round tripper (upstream loses it there).
+// connections. The identity is set on the request it writes to the peer as
+// is (no hop-by-hop stripping after it): the upgrade dial does not go
+// through a round tripper (upstream loses the identity there).
 func (p *proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint string, u user.Info) {
 	location := &url.URL{Scheme: "https", Host: endpoint, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	out := r.Clone(r.Context())
 	out.URL = location
 	out.Host = location.Host
 	out.RequestURI = ""
-	setIdentity(out, u)
-	h := proxy.NewUpgradeAwareHandler(location, p.transport.Load(), false, false, errorRecorder{tw})
+	setPeerHeaders(out, u)
+	h := proxy.NewUpgradeAwareHandler(location, p.transports.Load().long, false, false, errorRecorder{tw})
 	h.UseLocationHost = true
 	h.RejectForwardingRedirects = true
 	// The wrapper keeps the writer's Flusher, CloseNotifier and (on HTTP/1)
@@ -203,41 +303,83 @@ func (p *proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint str
 	h.ServeHTTP(responsewriter.WrapForHTTP1Or2(tw), out)
 }
 
-// setIdentity sets the proxied request's identity from the authenticated
-// user only: any X-Remote-* header a client sent is removed and the headers
-// are set again; the loop header stops the peer from proxying it further.
-func setIdentity(out *http.Request, u user.Info) {
+// setPeerHeaders makes the headers of a request to a peer: whatever the
+// client sent, the peer sees exactly the authenticated user of this server
+// (set for the front-proxy client certificate), the loop header and this
+// request's Audit-ID. It must run after hop-by-hop stripping (a client's
+// Connection header could name any of them).
+func setPeerHeaders(out *http.Request, u user.Info) {
+	h := out.Header
+	for k := range h {
+		// Identity a client claims for itself: X-Remote-* (any case) and
+		// impersonation, which this server has already applied.
+		lk := strings.ToLower(k)
+		if strings.HasPrefix(lk, "x-remote-") || strings.HasPrefix(lk, "impersonate-") {
+			delete(h, k)
+		}
+	}
+	for _, k := range clientOnlyHeaders {
+		h.Del(k)
+	}
 	if u == nil {
 		u = &user.DefaultInfo{}
 	}
 	transport.SetAuthProxyHeaders(out, u.GetName(), u.GetUID(), u.GetGroups(), u.GetExtra())
-	out.Header.Set(PeerProxiedHeader, "true")
+	h.Set(PeerProxiedHeader, "true")
+	if id, ok := audit.AuditIDFrom(out.Context()); ok && id != "" {
+		h.Set(auditinternal.HeaderAuditID, string(id))
+	}
+}
+
+// clientOnlyHeaders are removed from every request to a peer.
+var clientOnlyHeaders = []string{
+	// The client's credentials: the peer trusts this server's certificate.
+	"Authorization",
+	"Proxy-Authorization",
+	// Go's transport replays a request carrying these after a connection
+	// failure, even when the peer may have processed it.
+	"Idempotency-Key",
+	"X-Idempotency-Key",
+	// Set again from this server's audit context.
+	auditinternal.HeaderAuditID,
 }
 
 // maxCachedProxies bounds the reverse proxy cache: endpoints change when
 // servers move, and a cache rebuilt from scratch costs one allocation each.
 const maxCachedProxies = 256
 
-// reverseProxy returns the reverse proxy to one peer endpoint. Its Director
-// points the request (the proxy's own copy) at the peer and sets the
-// identity; errors are recorded in the trackingWriter, so that serve can
-// try the next peer; redirects are refused as UpgradeAwareHandler's
-// RejectForwardingRedirects does; the transport is read per request, so a
-// CA reload takes effect at once.
-func (p *proxier) reverseProxy(endpoint string) *httputil.ReverseProxy {
-	if rp, ok := p.proxies.Load(endpoint); ok {
+type proxyKey struct {
+	endpoint    string
+	longRunning bool
+}
+
+// reverseProxy returns the reverse proxy to one peer endpoint. Its Rewrite
+// runs after httputil.ReverseProxy has removed the hop-by-hop headers
+// (those the client's Connection header names included), so the identity,
+// loop and Audit-ID headers it sets reach the peer whatever the client
+// sent. Errors are recorded in the trackingWriter, so that serve can decide
+// whether to try the next peer; redirects are refused as
+// UpgradeAwareHandler's RejectForwardingRedirects does; the transport is
+// read per request, so a CA reload takes effect at once.
+func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.ReverseProxy {
+	key := proxyKey{endpoint, longRunning}
+	if rp, ok := p.proxies.Load(key); ok {
 		return rp.(*httputil.ReverseProxy)
 	}
 	rp := &httputil.ReverseProxy{
-		Director: func(out *http.Request) {
-			out.URL.Scheme, out.URL.Host = "https", endpoint
-			out.Host = endpoint
-			u, _ := apirequest.UserFrom(out.Context())
-			setIdentity(out, u)
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "https", endpoint
+			pr.Out.Host = endpoint
+			// Keep the client's X-Forwarded-For chain and append the
+			// client's address, as a Director-based proxy does.
+			pr.Out.Header["X-Forwarded-For"] = pr.In.Header["X-Forwarded-For"]
+			pr.SetXForwarded()
+			u, _ := apirequest.UserFrom(pr.In.Context())
+			setPeerHeaders(pr.Out, u)
 		},
-		Transport:      currentTransport{p},
+		Transport:      currentTransport{p: p, longRunning: longRunning},
 		BufferPool:     &copyBuffers,
-		ModifyResponse: rejectRedirect,
+		ModifyResponse: modifyResponse,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if tw, ok := w.(*trackingWriter); ok {
 				tw.err = err
@@ -250,15 +392,30 @@ func (p *proxier) reverseProxy(endpoint string) *httputil.ReverseProxy {
 		p.proxies.Clear()
 		p.proxiesCount.Store(1)
 	}
-	actual, _ := p.proxies.LoadOrStore(endpoint, rp)
+	actual, _ := p.proxies.LoadOrStore(key, rp)
 	return actual.(*httputil.ReverseProxy)
 }
 
 // currentTransport round-trips with the proxier's current transport.
-type currentTransport struct{ p *proxier }
+type currentTransport struct {
+	p           *proxier
+	longRunning bool
+}
 
 func (t currentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return t.p.transport.Load().RoundTrip(r)
+	return t.p.transports.Load().pick(t.longRunning).RoundTrip(r)
+}
+
+// modifyResponse refuses redirects and drops the peer's copies of headers
+// this server has set on the response already.
+func modifyResponse(resp *http.Response) error {
+	// The peer's Audit-ID is this request's (forwarded); the priority and
+	// fairness headers name the peer's flow schema, not the one that
+	// admitted the client here.
+	resp.Header.Del(auditinternal.HeaderAuditID)
+	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
+	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
+	return rejectRedirect(resp)
 }
 
 // rejectRedirect replaces a peer's redirect with a 502, as
@@ -309,25 +466,6 @@ const upgradeDialErrorPrefix = "error dialing backend: "
 type errorRecorder struct{ tw *trackingWriter }
 
 func (e errorRecorder) Error(_ http.ResponseWriter, _ *http.Request, err error) { e.tw.err = err }
-
-// retryable is true when the connection could not be made: the request was
-// never sent.
-func retryable(err error) bool {
-	var opErr *net.OpError
-	if errors.As(err, &opErr) && opErr.Op == "dial" {
-		return true
-	}
-	// Upgrades (exec, attach, port-forward) dial in UpgradeAwareHandler,
-	// which flattens the dial and TLS handshake errors with %v under this
-	// prefix (k8s.io/apimachinery/pkg/util/proxy, v0.36 and v0.37): nothing
-	// was written to the peer yet.
-	if strings.HasPrefix(err.Error(), upgradeDialErrorPrefix) {
-		return true
-	}
-	var verifyErr *tls.CertificateVerificationError
-	var recordErr tls.RecordHeaderError
-	return errors.As(err, &verifyErr) || errors.As(err, &recordErr)
-}
 
 // safeRead is true for reads: repeating them on another peer changes
 // nothing (upgrades are excluded by the caller).
@@ -386,15 +524,15 @@ func (t *trackingWriter) status() int {
 }
 
 // unavailable answers 503 with a Status body and Retry-After: peers serve
-// the resource but none can take the request now. Not a 404: the resource
-// exists in the cluster.
+// the resource but none can take the request now, and none has seen it.
+// Not a 404: the resource exists in the cluster.
 func unavailable(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSerializer, gvr schema.GroupVersionResource, msg string, retryAfter int) {
-	retryLater(w, r, s, gvr, "unavailable", fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", gvr.GroupResource().String(), msg), retryAfter)
+	proxyError(r.Context(), "unavailable", gvr)
+	retryLater(w, r, s, gvr, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", gvr.GroupResource().String(), msg), retryAfter)
 }
 
-// retryLater answers 503 with message, a Status body and Retry-After, and
-// counts it as a proxy error of errType.
-func retryLater(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSerializer, gvr schema.GroupVersionResource, errType, message string, retryAfter int) {
+// retryLater answers 503 with message, a Status body and Retry-After.
+func retryLater(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSerializer, gvr schema.GroupVersionResource, message string, retryAfter int) {
 	status := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusServiceUnavailable,
@@ -402,7 +540,41 @@ func retryLater(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSeri
 		Message: message,
 		Details: &metav1.StatusDetails{Group: gvr.Group, Kind: gvr.Resource, RetryAfterSeconds: int32(retryAfter)},
 	}}
-	w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
-	proxyError(r.Context(), errType, gvr)
+	// ErrorNegotiated sets Retry-After from RetryAfterSeconds.
 	responsewriters.ErrorNegotiated(status, s, gvr.GroupVersion(), w, r)
+}
+
+// sentButFailed answers a request that was sent to a peer which then failed
+// to answer: 504 when it timed out, else 502. A read gets Retry-After (a
+// client retry is safe); a write does not, so that no client replays a
+// request the peer may have carried out. The message names the resource,
+// the decision and the peer; the network error itself goes to the log.
+func sentButFailed(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedSerializer, gvr schema.GroupVersionResource, peerID string, err error, retryAfter int) {
+	code, reason, what := http.StatusBadGateway, metav1.StatusReasonInternalError, "lost the connection before answering"
+	if isTimeout(err) {
+		code, reason, what = http.StatusGatewayTimeout, metav1.StatusReasonTimeout, "did not answer in time"
+	}
+	msg := fmt.Sprintf("%s is served by peer kube-apiserver %s: the request was proxied to it, and it %s", gvr.GroupResource().String(), peerID, what)
+	var delay int32
+	if safeRead(r) {
+		delay = int32(retryAfter)
+	} else {
+		msg += "; it was not retried because the peer may have carried it out: check before repeating it"
+	}
+	audit.AddAuditAnnotation(r.Context(), AuditError, what)
+	status := &apierrors.StatusError{ErrStatus: metav1.Status{
+		Status:  metav1.StatusFailure,
+		Code:    int32(code),
+		Reason:  reason,
+		Message: msg,
+		Details: &metav1.StatusDetails{Group: gvr.Group, Kind: gvr.Resource, RetryAfterSeconds: delay},
+	}}
+	responsewriters.ErrorNegotiated(status, s, gvr.GroupVersion(), w, r)
+}
+
+// isTimeout is true for a response header timeout, a dial or TLS timeout
+// and a deadline.
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
 }

@@ -63,9 +63,12 @@ func TestControlPlane(t *testing.T) {
 		{"KubectlColumnsAndSelectors", testKubectl},
 		{"RouteReview", testRouteReview},
 		{"Security", testSecurity},
+		{"ProxyHopIdentity", testProxyHopIdentity},
 		{"CRDServedLocallyAndNotResurrected", testCRD},
 		{"WatchPeerLeaveAndReturn", testWatchPeerLeaveAndReturn},
 		{"LoadWhileCapableServerKilled", testLoadWhileKilled},
+		{"PostAtMostOnceWhileKilled", testPostAtMostOnceWhileKilled},
+		{"FrozenCapableServer", testFrozenCapableServer},
 		{"OnlyCapableServersStopped", testOnlyCapableStopped},
 		{"ExtensionServersStopped", testExtensionStopped},
 	}

@@ -33,11 +33,17 @@ func TestMain(m *testing.M) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	var err error
+	// A shorter HTTP/2 health check than the 30s + 15s default, so the
+	// frozen-server test is quick; the filter honours it like every client.
+	env := []string{
+		fmt.Sprintf("HTTP2_READ_IDLE_TIMEOUT_SECONDS=%d", int(http2ReadIdleTimeout.Seconds())),
+		fmt.Sprintf("HTTP2_PING_TIMEOUT_SECONDS=%d", int(http2PingTimeout.Seconds())),
+	}
 	cluster, err = localcluster.Start(ctx, localcluster.Config{
 		Servers: []localcluster.ServerSpec{
-			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}},
-			{Version: "v1.37.2"},
-			{Version: "v1.37.2"},
+			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}, Env: env},
+			{Version: "v1.37.2", Env: env},
+			{Version: "v1.37.2", Env: env},
 		},
 		ExtensionReplicas: 2,
 		TombstonePeriod:   tombstone,

@@ -517,6 +517,12 @@ func (c *Cluster) kubeAPIServerArgs(s *kubeServer) []string {
 		// instead of keeping the HTTP server up for its 60s shutdown
 		// timeout while a client (peerdiscovery-apiserver) watches.
 		"--shutdown-watch-termination-grace-period=5s",
+		// Every cluster keeps an audit log per server (see
+		// auditPolicy), so a request can be followed across servers.
+		"--audit-policy-file="+filepath.Join(c.runDir, auditPolicyFile),
+		"--audit-log-path="+c.AuditLogPath(s.index),
+		"--audit-log-maxsize=200",
+		"--audit-log-maxbackup=1",
 		"--v="+strconv.Itoa(c.cfg.Verbosity),
 	)
 	return append(args, s.spec.ExtraFlags...)
@@ -542,12 +548,45 @@ func hasFlag(binary, name string) bool {
 	return strings.Contains(help, "--"+name+" ") || strings.Contains(help, "--"+name+"=")
 }
 
+// auditPolicyFile is the audit policy of every kube-apiserver, in the run
+// folder.
+const auditPolicyFile = "audit-policy.yaml"
+
+// auditPolicy logs every resource request at Metadata level (user, verb,
+// object, response code, annotations such as the filter's
+// peerdiscovery.k8s.io/proxied-to), except the constant Lease renewals and
+// Events, and no non-resource request.
+const auditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: None
+  resources:
+  - group: coordination.k8s.io
+    resources: ["leases"]
+  - group: ""
+    resources: ["events"]
+- level: None
+  nonResourceURLs: ["*"]
+- level: Metadata
+`
+
+// AuditLogPath is the audit log of kube-apiserver i (JSON lines,
+// audit.k8s.io/v1 Events).
+func (c *Cluster) AuditLogPath(i int) string {
+	return filepath.Join(c.logDir, fmt.Sprintf("kube-apiserver-%d-audit.log", i))
+}
+
 func (c *Cluster) startKubeAPIServers(ctx context.Context) error {
+	if err := os.WriteFile(filepath.Join(c.runDir, auditPolicyFile), []byte(auditPolicy), 0o644); err != nil {
+		return err
+	}
 	for _, s := range c.servers {
 		s.proc = &process{
 			name:    s.name,
 			logPath: c.logPath(s.name),
 			argv:    c.nsArgv(s.name, append([]string{s.binary}, c.kubeAPIServerArgs(s)...)...),
+			env:     s.spec.Env,
 		}
 		c.cfg.Logf("starting %s %s on %s", s.name, s.spec.Version, s.ip)
 		if err := s.proc.start(); err != nil {
@@ -640,6 +679,23 @@ func (c *Cluster) StopAPIServer(i int, sig syscall.Signal) error {
 	s.down.Store(true)
 	c.cfg.Logf("stopping %s (%s) with %v", s.name, s.spec.Version, sig)
 	return s.proc.stop(sig, 60*time.Second)
+}
+
+// FreezeAPIServer stops kube-apiserver i with SIGSTOP: its connections stay
+// open and its kernel still accepts new ones, but it answers nothing, as a
+// hung or partitioned server would. ThawAPIServer resumes it.
+func (c *Cluster) FreezeAPIServer(i int) error { return c.signalAPIServer(i, syscall.SIGSTOP) }
+
+// ThawAPIServer resumes a frozen kube-apiserver i with SIGCONT.
+func (c *Cluster) ThawAPIServer(i int) error { return c.signalAPIServer(i, syscall.SIGCONT) }
+
+func (c *Cluster) signalAPIServer(i int, sig syscall.Signal) error {
+	s, err := c.server(i)
+	if err != nil {
+		return err
+	}
+	c.cfg.Logf("sending %v to %s (%s)", sig, s.name, s.spec.Version)
+	return s.proc.signal(sig)
 }
 
 // StartAPIServer starts kube-apiserver i again with the same hostname

@@ -50,6 +50,10 @@ type ServerSpec struct {
 	ExtraFlags []string
 	// Binary overrides the kube-apiserver binary.
 	Binary string
+	// Env is added to the kube-apiserver's environment, e.g.
+	// "HTTP2_READ_IDLE_TIMEOUT_SECONDS=10" (apimachinery's HTTP/2 health
+	// check of every client the server makes, the filter's included).
+	Env []string
 }
 
 // Config describes a local cluster. The zero value is a usable default

@@ -20,6 +20,7 @@ type process struct {
 	name    string
 	logPath string
 	argv    []string
+	env     []string // added to this process's environment
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -45,6 +46,9 @@ func (p *process) start() error {
 	}
 	fmt.Fprintf(logFile, "=== %s starting %s: %s\n", time.Now().Format(time.RFC3339Nano), p.name, shellJoin(p.argv))
 	cmd := exec.Command(p.argv[0], p.argv[1:]...)
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Stdin = nil
@@ -120,6 +124,22 @@ func (p *process) stop(sig syscall.Signal, grace time.Duration) error {
 	// Whatever is left in the group (nothing, normally) goes too.
 	_ = syscall.Kill(-pgid, syscall.SIGKILL)
 	return nil
+}
+
+// signal sends sig to the process group of a running process.
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	select {
+	case <-done:
+		return fmt.Errorf("%s is not running", p.name)
+	default:
+	}
+	return syscall.Kill(-cmd.Process.Pid, sig)
 }
 
 // logTail returns the last n lines of the log.
