@@ -40,6 +40,8 @@ func main() {
 		extFlags    = pflag.StringArray("extension-flag", nil, "An extra flag for peerdiscovery-apiserver, e.g. --extension-flag=--v=4 (repeatable).")
 		serverBins  = pflag.StringArray("server-binary", nil, "VERSION=PATH: use this kube-apiserver binary for VERSION instead of _output/bin/kube-apiserver-VERSION/kube-apiserver (repeatable).")
 		serverFlags = pflag.StringArray("server-flag", nil, "VERSION=FLAG: an extra flag for the kube-apiservers of VERSION, e.g. --server-flag=v1.37.2=--runtime-config=resource.k8s.io/v1beta2=true (repeatable).")
+		noKCM       = pflag.Bool("no-controller-manager", false, "Run no kube-controller-manager (by default one of the oldest server's release runs, connected to that server only, as on a node not upgraded yet).")
+		kcmFlags    = pflag.StringArray("controller-manager-flag", nil, "An extra flag for kube-controller-manager, e.g. --controller-manager-flag=--v=4 (repeatable).")
 	)
 	pflag.Parse()
 	log.SetFlags(log.Ltime)
@@ -76,6 +78,7 @@ func main() {
 		ExtensionBinary:     *extBinary,
 		ExtensionExtraFlags: *extFlags,
 		StartTimeout:        *timeout,
+		ControllerManager:   localcluster.ControllerManagerSpec{Disabled: *noKCM, ExtraFlags: *kcmFlags},
 		BuildOutput:         os.Stderr,
 		LinkKubeconfig:      true,
 		Logf:                log.Printf,
@@ -147,6 +150,9 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 	b.WriteString("\nContexts:\n")
 	for i, s := range servers {
 		fmt.Fprintf(&b, "  %-10s %s  %s  (hostname %s, log %s, audit log %s)\n", s.Context, s.Version, s.Endpoint, s.Name, s.LogPath, c.AuditLogPath(i))
+	}
+	if v, i := c.ControllerManagerVersion(); v != "" {
+		fmt.Fprintf(&b, "\nkube-controller-manager %s, connected to %s only (log %s)\n", v, servers[i].Context, c.ControllerManagerLogPath())
 	}
 	if exts := c.Extensions(); len(exts) > 0 {
 		b.WriteString("\npeerdiscovery-apiserver replicas:\n")

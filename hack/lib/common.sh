@@ -9,6 +9,8 @@
 #   _output/bin/etcd-v3.7.3/etcd
 #   _output/bin/kubectl-v1.37.2/kubectl
 #   _output/bin/kube-apiserver-v1.37.2/kube-apiserver (+ .stamp)
+#   _output/bin/kube-apiserver-upstream-v1.37.2/kube-apiserver (+ .stamp)
+#   _output/bin/kube-controller-manager-v1.36.3/kube-controller-manager (+ .stamp)
 #   _output/build/<name>-<version>/   generated wrapper Go modules
 #   _output/tmp/                      scratch space for smoke tests
 #
@@ -44,6 +46,9 @@ export ETCD_VERSION KUBE_VERSIONS KUBECTL_VERSION
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
 kubectl_bin() { echo "${BIN_DIR}/kubectl-${KUBECTL_VERSION}/kubectl"; }
 kube_apiserver_bin() { echo "${BIN_DIR}/kube-apiserver-${1:?version}/kube-apiserver"; }
+# Plain upstream binaries of a release, without the filter.
+kube_apiserver_upstream_bin() { echo "${BIN_DIR}/kube-apiserver-upstream-${1:?version}/kube-apiserver"; }
+kube_controller_manager_bin() { echo "${BIN_DIR}/kube-controller-manager-${1:?version}/kube-controller-manager"; }
 
 # Logging: everything goes to stderr so stdout stays usable for results.
 log::_ts() { date -u +'%H:%M:%S'; }

@@ -31,6 +31,8 @@ func TestMain(m *testing.M) {
 	cluster, err = localcluster.Start(ctx, localcluster.Config{
 		Servers:           []localcluster.ServerSpec{{Version: "v1.37.2"}},
 		ExtensionReplicas: -1,
+		// The engine's tests need no controllers.
+		ControllerManager: localcluster.ControllerManagerSpec{Disabled: true},
 		SubnetOctet:       80,
 		Logf:              func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) },
 	})

@@ -115,6 +115,7 @@ type Cluster struct {
 	servers []*kubeServer
 	exts    []*extReplica
 	lb      *loadBalancer
+	kcm     *process // nil without a kube-controller-manager
 
 	lock *os.File // flock on the subnet
 
@@ -257,6 +258,13 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 	}
 	if len(c.exts) > 0 {
 		if err := c.deployExtension(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// After the extension server: its controllers then start with the
+	// whole cluster's discovery.
+	if !cfg.ControllerManager.Disabled {
+		if err := c.startControllerManager(ctx); err != nil {
 			return nil, err
 		}
 	}
@@ -508,10 +516,14 @@ func (c *Cluster) kubeAPIServerArgs(s *kubeServer) []string {
 	if hasFlag(s.binary, "requestheader-uid-headers") {
 		args = append(args, "--requestheader-uid-headers=X-Remote-Uid")
 	}
+	if !s.spec.OmitPeerFlags {
+		args = append(args,
+			"--peer-ca-file="+p.caFile,
+			"--peer-advertise-ip="+ip,
+			"--peer-advertise-port="+strconv.Itoa(securePort),
+		)
+	}
 	args = append(args,
-		"--peer-ca-file="+p.caFile,
-		"--peer-advertise-ip="+ip,
-		"--peer-advertise-port="+strconv.Itoa(securePort),
 		"--endpoint-reconciler-type=lease",
 		// On SIGTERM, end watches at once (clients relist elsewhere)
 		// instead of keeping the HTTP server up for its 60s shutdown
@@ -806,6 +818,9 @@ func (c *Cluster) LogPaths() map[string]string {
 	for _, e := range c.exts {
 		m[e.name] = c.logPath(e.name)
 	}
+	if c.kcm != nil {
+		m[controllerManagerName] = c.kcm.logPath
+	}
 	return m
 }
 
@@ -907,6 +922,11 @@ func (c *Cluster) Health() error {
 			errs = append(errs, fmt.Errorf("%w (log: %s)", err, e.proc.logPath))
 		}
 	}
+	if c.kcm != nil {
+		if err := c.kcm.exitErr(); err != nil {
+			errs = append(errs, fmt.Errorf("%w (log: %s)", err, c.kcm.logPath))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -942,6 +962,7 @@ func (c *Cluster) Stop() error {
 			}
 			wg.Wait()
 		}
+		stopAll([]*process{c.kcm}, 10*time.Second)
 		var exts []*process
 		for _, e := range c.exts {
 			exts = append(exts, e.proc)

@@ -50,6 +50,10 @@ type ServerSpec struct {
 	ExtraFlags []string
 	// Binary overrides the kube-apiserver binary.
 	Binary string
+	// OmitPeerFlags leaves out --peer-ca-file, --peer-advertise-ip and
+	// --peer-advertise-port, for a plain upstream kube-apiserver with no
+	// peer proxy at all (upstream rejects them while its own gate is off).
+	OmitPeerFlags bool
 	// Env is added to the kube-apiserver's environment, e.g.
 	// "HTTP2_READ_IDLE_TIMEOUT_SECONDS=10" (apimachinery's HTTP/2 health
 	// check of every client the server makes, the filter's included).
@@ -69,6 +73,10 @@ type Config struct {
 
 	// Servers are the kube-apiservers. Default: DefaultServerVersions.
 	Servers []ServerSpec
+
+	// ControllerManager is the kube-controller-manager (by default one of
+	// the oldest server's release, connected to that server only).
+	ControllerManager ControllerManagerSpec
 
 	// ExtensionReplicas is the number of peerdiscovery-apiserver
 	// replicas (0: DefaultExtensionReplicas; negative: none, and the
@@ -159,6 +167,9 @@ func (c *Config) complete() error {
 			return fmt.Errorf("server %d: version %q is not a release version vX.Y.Z", i, s.Version)
 		}
 	}
+	if err := c.completeControllerManager(); err != nil {
+		return err
+	}
 	if c.ExtensionReplicas == 0 {
 		c.ExtensionReplicas = DefaultExtensionReplicas
 	}
@@ -231,6 +242,7 @@ func findRepoRoot() (string, error) {
 type binaries struct {
 	etcd, kubectl, extension string
 	kubeAPIServer            map[string]string // version -> path
+	controllerManager        string            // "" when disabled
 }
 
 func (c *Config) binDir() string { return filepath.Join(c.OutputDir, "bin") }
@@ -296,6 +308,17 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 			b.kubeAPIServer[s.Version] = p
 		}
 	}
+	if cm := c.ControllerManager; !cm.Disabled {
+		b.controllerManager = cm.Binary
+		if b.controllerManager == "" {
+			b.controllerManager = filepath.Join(bin, "kube-controller-manager-"+cm.Version, "kube-controller-manager")
+		}
+		if need(cm.Binary, b.controllerManager) {
+			if err := script("kube-controller-manager "+cm.Version, "a few minutes cold", "build-kube-controller-manager.sh", cm.Version); err != nil {
+				return nil, err
+			}
+		}
+	}
 	b.extension = c.ExtensionBinary
 	if b.extension == "" && c.ExtensionReplicas > 0 {
 		b.extension = filepath.Join(bin, "peerdiscovery-apiserver")
@@ -309,7 +332,7 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 			return nil, err
 		}
 	}
-	for _, p := range []string{b.etcd, b.kubectl, b.extension} {
+	for _, p := range []string{b.etcd, b.kubectl, b.extension, b.controllerManager} {
 		if p == "" {
 			continue
 		}

@@ -56,6 +56,12 @@ func TestLocalCluster(t *testing.T) {
 	})
 	t.Logf("started in %s; kubeconfig %s", time.Since(start).Round(time.Second), c.Kubeconfig())
 
+	// The default cluster runs a kube-controller-manager of the oldest
+	// release against the oldest server; Start waited for its leader Lease.
+	if v, i := c.ControllerManagerVersion(); v != DefaultServerVersions[0] || i != 0 || c.LogPaths()[controllerManagerName] == "" {
+		t.Errorf("kube-controller-manager %q on server %d, want %s on 0 with a log", v, i, DefaultServerVersions[0])
+	}
+
 	servers := c.Servers()
 	if len(servers) != len(DefaultServerVersions) {
 		t.Fatalf("got %d servers, want %d", len(servers), len(DefaultServerVersions))

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds a plain upstream kube-apiserver of a Kubernetes release (upstream's
+# own main, package k8s.io/kubernetes/cmd/kube-apiserver, without the
+# peerdiscovery filter) from the Go module proxy, into
+#   _output/bin/kube-apiserver-upstream-VERSION/kube-apiserver
+# stamped so that --version reports VERSION. Its built-in peer proxy
+# (feature gate UnknownVersionInteroperabilityProxy) is left as upstream ships
+# it, so upstream's behaviour can be measured side by side with the filter's.
+# Built on demand only: hack/build-all.sh does not build it.
+#
+# The wrapper module (_output/build/kube-apiserver-upstream-VERSION) and the
+# cache stamp work as for hack/build-kube-apiserver.sh; see
+# hack/lib/kube-release.sh. FORCE=1 rebuilds anyway; KUBE_GENERATE_ONLY=1
+# only generates (and tidies) the wrapper module.
+#
+# Usage: hack/build-kube-apiserver-upstream.sh [VERSION...]   (default: ${KUBE_VERSIONS})
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=lib/kube-release.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/kube-release.sh"
+
+main() {
+  local -a versions
+  if (($# > 0)); then
+    versions=("$@")
+  else
+    read -r -a versions <<<"${KUBE_VERSIONS}"
+  fi
+  build_upstream_command kube-apiserver-upstream kube-apiserver \
+    kube_apiserver_upstream_bin "${REPO_ROOT}/hack/build-kube-apiserver-upstream.sh" \
+    "${versions[@]}"
+}
+
+main "$@"
