@@ -72,6 +72,8 @@ func TestControllers(t *testing.T) {
 		{"NamespaceDeletionWhileCapableKilled", func(t *testing.T) { testNamespaceDeletion(t, "ns-sigkill", syscall.SIGKILL) }},
 		{"GCWhileCapableStopped", func(t *testing.T) { testGCDuringOutage(t, "gc-sigterm", syscall.SIGTERM) }},
 		{"GCWhileCapableKilled", func(t *testing.T) { testGCDuringOutage(t, "gc-sigkill", syscall.SIGKILL) }},
+		{"GCDependentOnPeerWhileCapableStopped", func(t *testing.T) { testGCDependentDuringOutage(t, "gcd-sigterm", syscall.SIGTERM) }},
+		{"GCDependentOnPeerWhileCapableKilled", func(t *testing.T) { testGCDependentDuringOutage(t, "gcd-sigkill", syscall.SIGKILL) }},
 	}
 	var table []string
 	for _, s := range steps {
@@ -322,4 +324,24 @@ func testGCDuringOutage(t *testing.T, ns string, sig syscall.Signal) {
 		t.Fatal(err)
 	}
 	goneWithin(t, converged, "the ConfigMap whose PDB owner was deleted", getCM(t, ns, "dependent"))
+}
+
+// testGCDependentDuringOutage: the ConfigMap owner of a PDB is deleted
+// while the PDB's only server is stopped with sig; the garbage collector
+// cannot delete the PDB then (503), and collects it once the server is
+// back: no orphan.
+func testGCDependentDuringOutage(t *testing.T, ns string, sig syscall.Signal) {
+	createNamespace(t, ns)
+	owner := configMap(t, ns, "owner")
+	pdb(t, ns, "dependent", ownerRef("v1", "ConfigMap", owner.Name, owner.UID))
+	stopCapable(t, sig)
+	if err := kube(t, old).CoreV1().ConfigMaps(ns).Delete(context.Background(), owner.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(outage)
+	if err := cluster.StartAPIServer(capable); err != nil {
+		t.Fatal(err)
+	}
+	took := goneWithin(t, converged, "the PDB whose ConfigMap owner was deleted during the outage", getPDB(t, ns, "dependent"))
+	t.Logf("dependent collected %v after its server was back", took.Round(time.Second))
 }
