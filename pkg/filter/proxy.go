@@ -427,7 +427,7 @@ func rejectRedirect(resp *http.Response) error {
 		const msg = "the backend attempted to redirect this request, which is not permitted"
 		*resp = http.Response{
 			StatusCode:    http.StatusBadGateway,
-			Status:        fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode)),
+			Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
 			Body:          io.NopCloser(strings.NewReader(msg)),
 			ContentLength: int64(len(msg)),
 			Request:       resp.Request,
