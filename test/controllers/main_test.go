@@ -9,7 +9,6 @@
 package controllers
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -61,9 +60,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "PEERDISCOVERY_ROUTING=%q: want \"\", upstream or none\n", routing)
 		os.Exit(2)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	var err error
-	cluster, err = localcluster.Start(ctx, localcluster.Config{
+	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
 		Servers: servers,
 		ControllerManager: localcluster.ControllerManagerSpec{
 			Server:      old,
@@ -71,22 +68,7 @@ func TestMain(m *testing.M) {
 		},
 		ExtensionReplicas: extensions,
 		SubnetOctet:       81,
-		Logf:              func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) },
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "component logs:")
-		for name, path := range cluster.LogPaths() {
-			fmt.Fprintf(os.Stderr, "  %s: %s\n", name, path)
-		}
-	}
-	_ = cluster.Stop()
-	os.Exit(code)
+	}, func(c *localcluster.Cluster) { cluster = c })
 }
 
 // upstreamBinary is the plain upstream kube-apiserver of version, built by

@@ -5,7 +5,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -31,15 +30,13 @@ func TestMain(m *testing.M) {
 		fmt.Println("end-to-end tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
 		os.Exit(m.Run())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
-	var err error
 	// A shorter HTTP/2 health check than the 30s + 15s default, so the
 	// frozen-server test is quick; the filter honours it like every client.
 	env := []string{
 		fmt.Sprintf("HTTP2_READ_IDLE_TIMEOUT_SECONDS=%d", int(http2ReadIdleTimeout.Seconds())),
 		fmt.Sprintf("HTTP2_PING_TIMEOUT_SECONDS=%d", int(http2PingTimeout.Seconds())),
 	}
-	cluster, err = localcluster.Start(ctx, localcluster.Config{
+	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
 		Servers: []localcluster.ServerSpec{
 			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}, Env: env},
 			{Version: "v1.37.2", Env: env},
@@ -48,22 +45,7 @@ func TestMain(m *testing.M) {
 		ExtensionReplicas: 2,
 		TombstonePeriod:   tombstone,
 		SubnetOctet:       79,
-		Logf:              func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) },
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintln(os.Stderr, "component logs:")
-		for name, path := range cluster.LogPaths() {
-			fmt.Fprintf(os.Stderr, "  %s: %s\n", name, path)
-		}
-	}
-	_ = cluster.Stop()
-	os.Exit(code)
+	}, func(c *localcluster.Cluster) { cluster = c })
 }
 
 func needCluster(t *testing.T) {

@@ -7,7 +7,6 @@
 package integration
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -26,27 +25,13 @@ func TestMain(m *testing.M) {
 	// WatchList is client-go's default in v0.37; make it explicit so the
 	// informer test exercises it whatever the default.
 	os.Setenv("KUBE_FEATURE_WatchListClient", "true")
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	var err error
-	cluster, err = localcluster.Start(ctx, localcluster.Config{
+	localcluster.RunTests(m, 15*time.Minute, localcluster.Config{
 		Servers:           []localcluster.ServerSpec{{Version: "v1.37.2"}},
 		ExtensionReplicas: -1,
 		// The engine's tests need no controllers.
 		ControllerManager: localcluster.ControllerManagerSpec{Disabled: true},
 		SubnetOctet:       80,
-		Logf:              func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) },
-	})
-	cancel()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "component logs: %v\n", cluster.LogPaths())
-	}
-	_ = cluster.Stop()
-	os.Exit(code)
+	}, func(c *localcluster.Cluster) { cluster = c })
 }
 
 func needCluster(t *testing.T) {
