@@ -270,6 +270,7 @@ func run(ctx context.Context, opts options.CompletedOptions, peer peerFlags) err
 		return err
 	}
 	server.GenericAPIServer.AddPostStartHookOrDie(filterName, f.PostStartHook)
+	server.GenericAPIServer.AddPreShutdownHookOrDie(filterName, f.PreShutdownHook)
 	if err := server.GenericAPIServer.AddReadyzChecks(f.ReadyzCheck()); err != nil {
 		return err
 	}

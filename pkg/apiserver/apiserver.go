@@ -3,14 +3,19 @@
 package apiserver
 
 import (
+	"fmt"
+	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -19,6 +24,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
+	"sigs.k8s.io/peerdiscovery/pkg/replication"
 )
 
 var (
@@ -50,6 +56,18 @@ type ExtraConfig struct {
 	// GenericConfig.ClientConfig and publishes into the server's view.
 	// Tests leave it nil and publish views themselves.
 	Engine *engine.Options
+	// Replication, when set, makes this server one replica of several: the
+	// elected one publishes, the others serve a copy of its stores.
+	Replication *ReplicationConfig
+}
+
+// ReplicationConfig configures the election among replicas.
+type ReplicationConfig struct {
+	// Identity is replication.NewIdentity of where the others reach this one.
+	Identity       string
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// APIService verifies the other replicas (its caBundle and Service).
+	APIService string
 }
 
 // Config is the server's configuration.
@@ -87,6 +105,13 @@ func (cfg *Config) Complete() CompletedConfig {
 	if cfg.ExtraConfig.Clock == nil {
 		cfg.ExtraConfig.Clock = clock.RealClock{}
 	}
+	if lr := cfg.GenericConfig.LongRunningFunc; lr != nil {
+		// The replication stream lives as long as the leader: no request
+		// timeout (it has its own heartbeat).
+		cfg.GenericConfig.LongRunningFunc = func(r *http.Request, ri *apirequest.RequestInfo) bool {
+			return r.URL.Path == replication.Path || lr(r, ri)
+		}
+	}
 	return CompletedConfig{&completedConfig{cfg.GenericConfig.Complete(), &cfg.ExtraConfig, cfg.GenericConfig.ClientConfig}}
 }
 
@@ -96,12 +121,23 @@ func (c completedConfig) New() (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	view := registry.NewViewStore(c.ExtraConfig.StaleAfter, c.ExtraConfig.Clock)
+	// Without the engine (tests publish views themselves) there is nothing
+	// to elect: the store leads from the start.
+	standby := c.ExtraConfig.Replication != nil && c.ExtraConfig.Engine != nil
+	view := registry.NewViewStore(c.ExtraConfig.StaleAfter, c.ExtraConfig.Clock, standby)
+	genericServer.Handler.NonGoRestfulMux.Handle(replication.Path, &replication.Handler{Clock: view.Clock()})
 	if err := genericServer.AddReadyzChecks(view.ReadyzCheck()); err != nil {
 		return nil, err
 	}
+	// Watches end when the server stops accepting requests, not when the
+	// shutdown starts: during the shutdown delay /readyz fails, the
+	// replica leaves the Service's endpoints and the aggregator sends new
+	// requests (re-watches) to the other replicas while this one still
+	// answers. Ending them earlier would have the clients re-watch here and
+	// be refused. Pre-shutdown hooks run at the start of the shutdown.
+	delay := c.GenericConfig.ShutdownDelayDuration
 	genericServer.AddPreShutdownHookOrDie("peerdiscovery-stop-watches", func() error {
-		view.Stop()
+		time.AfterFunc(delay, view.Stop)
 		return nil
 	})
 
@@ -121,6 +157,12 @@ func (c completedConfig) New() (*Server, error) {
 		if srv.Engine, err = engine.New(*c.ExtraConfig.Engine, clients, restConfig, view, nil, nil); err != nil {
 			return nil, err
 		}
+		if rc := c.ExtraConfig.Replication; rc != nil {
+			srv.Engine.SetEventGate(view.Leading)
+			if err := addReplication(genericServer, rc, restConfig, clients, view); err != nil {
+				return nil, err
+			}
+		}
 		genericServer.AddPostStartHookOrDie("peerdiscovery-engine", func(ctx genericapiserver.PostStartHookContext) error {
 			go func() {
 				if err := srv.Engine.Run(ctx); err != nil {
@@ -131,4 +173,28 @@ func (c completedConfig) New() (*Server, error) {
 		})
 	}
 	return srv, nil
+}
+
+// addReplication starts the election among replicas after the server
+// serves (the others reach this one's stream through it).
+func addReplication(s *genericapiserver.GenericAPIServer, rc *ReplicationConfig, restConfig *rest.Config, clients engine.Clients, view *registry.ViewStore) error {
+	replication.RegisterMetrics()
+	le := rc.LeaderElection
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
+		clients.Kube.CoreV1(), clients.Kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: rc.Identity})
+	if err != nil {
+		return fmt.Errorf("leader election lock: %w", err)
+	}
+	follower := &replication.Follower{
+		Replica: view,
+		Dial:    (&replication.APIServiceDialer{Base: restConfig, Aggregator: clients.Aggregator, APIService: rc.APIService}).Dial,
+	}
+	cfg := replication.ElectionConfig{
+		Lock: lock, LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
+	}
+	s.AddPostStartHookOrDie("peerdiscovery-replication", func(ctx genericapiserver.PostStartHookContext) error {
+		go replication.Run(ctx, cfg, view, follower)
+		return nil
+	})
+	return nil
 }

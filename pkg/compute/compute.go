@@ -217,15 +217,19 @@ func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggre
 	var apiDocs, apisDocs []merge.PeerDocument
 	sources := []v1alpha1.DiscoverySource{}
 	for _, p := range peers {
-		// A peer that left no longer serves anything: its APIs leave the
-		// merged view (routes keep them as unavailable until the tombstone
-		// expires). A stale peer's last good document stays.
-		if p.Left || !p.HasDocument {
+		// A peer that left stays in the merged view, stale, while its
+		// tombstone lasts (it is dropped from peers when that ends), as a
+		// stale peer's last good document does: the namespace controller
+		// and the garbage collector act on what discovery lists, and a GVR
+		// that vanished from it would let them delete a namespace (or a
+		// dependent) while its objects are only unreachable; listed, its
+		// requests answer 503 and they wait.
+		if !p.HasDocument {
 			continue
 		}
 		apiDocs = append(apiDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.API})
 		apisDocs = append(apisDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.APIs})
-		sources = append(sources, v1alpha1.DiscoverySource{ServerID: p.ServerID, APIETag: p.APIETag, APIsETag: p.APIsETag, Stale: p.Stale})
+		sources = append(sources, v1alpha1.DiscoverySource{ServerID: p.ServerID, APIETag: p.APIETag, APIsETag: p.APIsETag, Stale: p.Stale || p.Left})
 	}
 	api := merge.Merge(apiDocs, ex)
 	apis := merge.Merge(apisDocs, ex)

@@ -201,13 +201,23 @@ func TestComputeLeftPeer(t *testing.T) {
 		!slices.Equal(routePeerIDs(rt), []string{"a", "b"}) {
 		t.Errorf("deployments: %+v", rt.Status)
 	}
-	if hasGV(out.Discovery.Status.APIs.Items, "only-a.example.com", "v1") {
-		t.Error("a left peer's APIs stay in the merged discovery")
+	// Listed while tombstoned, as stale: controllers that act on discovery
+	// (namespace deletion, garbage collection) must see the GVR, whose
+	// requests answer 503, until the tombstone expires.
+	if !hasGV(out.Discovery.Status.APIs.Items, "only-a.example.com", "v1") {
+		t.Error("a left peer's APIs left the merged discovery before its tombstone expired")
 	}
+	found := false
 	for _, s := range out.Discovery.Status.Sources {
 		if s.ServerID == "a" {
-			t.Error("a left peer is a discovery source")
+			found = true
+			if !s.Stale {
+				t.Error("a left peer is a fresh discovery source")
+			}
 		}
+	}
+	if !found {
+		t.Error("a left peer is no discovery source while tombstoned")
 	}
 	p := peerByID(out, "a")
 	if p.Status.LeftTime == nil || !p.Status.LeftTime.Time.Equal(left) {
@@ -218,7 +228,9 @@ func TestComputeLeftPeer(t *testing.T) {
 	}
 }
 
-// The last peer leaving empties the merged discovery (upstream keeps it).
+// The last peer leaving keeps the merged discovery while its tombstone
+// lasts; it empties when the peer is gone from the input (the tombstone
+// expired).
 func TestComputeLastPeerLeft(t *testing.T) {
 	a := readyPeer("a", coreDoc, docs(grp("apps", ver("v1", res("deployments")))))
 	a.Left, a.LeftTime = true, t0
@@ -226,8 +238,15 @@ func TestComputeLastPeerLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := len(out.Discovery.Status.API.Items) + len(out.Discovery.Status.APIs.Items); n != 0 {
-		t.Errorf("merged discovery keeps %d groups of a peer that left", n)
+	if n := len(out.Discovery.Status.API.Items) + len(out.Discovery.Status.APIs.Items); n == 0 {
+		t.Error("merged discovery dropped a tombstoned peer's groups")
+	}
+	gone, err := Compute(Input{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(gone.Discovery.Status.API.Items) + len(gone.Discovery.Status.APIs.Items); n != 0 {
+		t.Errorf("merged discovery keeps %d groups after the tombstone expired", n)
 	}
 	if len(out.Routes) != 4 {
 		t.Errorf("tombstoned routes: %d, want 4", len(out.Routes))

@@ -11,8 +11,10 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -41,6 +43,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/pkg/registry/memstore"
 	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
 )
 
@@ -51,6 +54,9 @@ const (
 	ReasonNotReady = "PeerNotReady"
 	ReasonLeft     = "PeerLeft"
 	ReasonRemoved  = "PeerTombstoneExpired"
+	// ReasonReplaced: a newer identity registered at the peer's endpoint,
+	// which retires the peer at once (no tombstone).
+	ReasonReplaced = "PeerReplaced"
 )
 
 // Clients are the API clients the engine watches through.
@@ -105,6 +111,9 @@ type Engine struct {
 	badLeases   map[string]string
 	initialized bool
 
+	// eventGate, when set, decides whether an Event is emitted.
+	eventGate atomic.Pointer[func() bool]
+
 	trigger chan struct{}
 	results chan scrapeResult
 	sem     chan struct{}
@@ -112,8 +121,11 @@ type Engine struct {
 
 type peerState struct {
 	compute.Peer
-	inflight bool
-	tried    bool
+	// docFromLease: the documents are the departure record's resource
+	// list, not a read of the peer.
+	docFromLease bool
+	inflight     bool
+	tried        bool
 	// again: the endpoint changed (or a refresh was asked) during a scrape.
 	again bool
 }
@@ -255,30 +267,44 @@ func (e *Engine) allTried() bool {
 	return true
 }
 
+// observed is what the API says about one identity now.
 type observed struct {
 	endpoint, version string
 	sources           map[v1alpha1.PeerSource]bool
+	// live: a Lease says the server runs. Otherwise it left at goneAt, a
+	// time read from its Leases (departure or lapse), so that every
+	// replica, whenever it started, gives it the same tombstone.
+	live   bool
+	goneAt time.Time
+	// departed: its registration Lease records a graceful shutdown; served
+	// is the resource list recorded with it (nil when there is none).
+	departed bool
+	served   []peerlease.ServedResource
+	// retiredBy is the newer identity registered at the same endpoint.
+	retiredBy string
+	// acquired and renewed order the identities claiming one endpoint.
+	acquired, renewed time.Time
 }
 
-// observe reads the informer caches into the current membership.
+// newer orders identities deterministically from their Leases:
+// acquireTime, then renewTime, then ID.
+func newer(a *observed, aID string, b *observed, bID string) bool {
+	if !a.acquired.Equal(b.acquired) {
+		return a.acquired.After(b.acquired)
+	}
+	if !a.renewed.Equal(b.renewed) {
+		return a.renewed.After(b.renewed)
+	}
+	return aID > bID
+}
+
+// observe reads the informer caches into the current membership: every
+// identity a Lease names (live or not) and every address of the
+// default/kubernetes EndpointSlices no Lease claims.
 func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observed {
 	logger := klog.FromContext(ctx)
-	out := map[string]*observed{}
-	add := func(id, endpoint, version string, src v1alpha1.PeerSource) {
-		o := out[id]
-		if o == nil {
-			o = &observed{sources: map[v1alpha1.PeerSource]bool{}}
-			out[id] = o
-		}
-		// A registration Lease's endpoint wins over an identity Lease's.
-		if o.endpoint == "" || src == v1alpha1.PeerSourceRegistrationLease {
-			o.endpoint = endpoint
-		}
-		if version != "" {
-			o.version = version
-		}
-		o.sources[src] = true
-	}
+	type leases struct{ reg, ident *peerlease.Registration }
+	byID := map[string]*leases{}
 	seenBad := map[string]bool{}
 	for _, obj := range e.leases.GetStore().List() {
 		l, ok := obj.(*coordinationv1.Lease)
@@ -287,17 +313,16 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 		}
 		var reg peerlease.Registration
 		var err error
-		var src v1alpha1.PeerSource
+		isReg := false
 		switch {
 		case peerlease.IsRegistration(l):
 			reg, err = peerlease.ParseRegistration(l)
-			src = v1alpha1.PeerSourceRegistrationLease
+			isReg = true
 		case peerlease.IsIdentity(l):
 			if _, has := l.Annotations[peerlease.PeerAdvertiseAddressAnnotation]; !has {
 				continue // upstream's gate is off: this lease names no endpoint.
 			}
 			reg, err = peerlease.ParseIdentity(l, e.opts.IdentityLeaseStaleAfter)
-			src = v1alpha1.PeerSourceIdentityLease
 		default:
 			continue
 		}
@@ -310,19 +335,119 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 			}
 			continue
 		}
-		if now.After(reg.Expires) {
-			continue
+		ls := byID[reg.ServerID]
+		if ls == nil {
+			ls = &leases{}
+			byID[reg.ServerID] = ls
 		}
-		add(reg.ServerID, reg.Endpoint, reg.BinaryVersion, src)
+		if isReg {
+			ls.reg = &reg
+		} else {
+			ls.ident = &reg
+		}
 	}
 	for key := range e.badLeases {
 		if !seenBad[key] {
 			delete(e.badLeases, key)
 		}
 	}
-	byEndpoint := map[string]string{}
+
+	out := map[string]*observed{}
+	for id, ls := range byID {
+		o := &observed{sources: map[v1alpha1.PeerSource]bool{}}
+		// A recorded departure wins over an identity Lease that upstream
+		// keeps renewing until the process exits.
+		o.departed = ls.reg != nil && ls.reg.Departed()
+		for _, x := range []struct {
+			r   *peerlease.Registration
+			src v1alpha1.PeerSource
+		}{{ls.ident, v1alpha1.PeerSourceIdentityLease}, {ls.reg, v1alpha1.PeerSourceRegistrationLease}} {
+			if x.r == nil {
+				continue
+			}
+			if x.r.AcquireTime.After(o.acquired) {
+				o.acquired = x.r.AcquireTime
+			}
+			if x.r.RenewTime.After(o.renewed) {
+				o.renewed = x.r.RenewTime
+			}
+			if !o.departed && x.r.Live(now) {
+				if !o.live {
+					// The first live Lease seen replaces what non-live
+					// ones said.
+					o.live = true
+					clear(o.sources)
+				}
+			} else if o.live {
+				continue
+			}
+			// A registration Lease's endpoint wins over an identity
+			// Lease's (the registration comes last).
+			o.endpoint = x.r.Endpoint
+			if x.r.BinaryVersion != "" {
+				o.version = x.r.BinaryVersion
+			}
+			o.sources[x.src] = true
+			if gone := x.r.GoneAt(); gone.After(o.goneAt) {
+				o.goneAt = gone
+			}
+		}
+		if o.departed {
+			o.goneAt, o.served = ls.reg.GoneAt(), ls.reg.Served
+		}
+		if o.live {
+			o.goneAt = time.Time{}
+		}
+		out[id] = o
+	}
+
+	// A newer identity at an endpoint retires the older ones there at once:
+	// the server restarted under a new ID, so the old one's APIs are not
+	// unavailable, they are served (or not) by its successor. A live
+	// identity is retired only by a newer live one.
+	byEndpoint := map[string][]string{}
 	for id, o := range out {
-		byEndpoint[o.endpoint] = id
+		byEndpoint[o.endpoint] = append(byEndpoint[o.endpoint], id)
+	}
+	for _, ids := range byEndpoint {
+		if len(ids) < 2 {
+			continue
+		}
+		// Live first: a departed or lapsed identity never outranks the one
+		// serving there now (a server renamed and renamed back).
+		sort.Slice(ids, func(i, j int) bool {
+			a, b := out[ids[i]], out[ids[j]]
+			if a.live != b.live {
+				return a.live
+			}
+			return newer(a, ids[i], b, ids[j])
+		})
+		for i, id := range ids {
+			o := out[id]
+			for _, by := range ids[:i] {
+				if out[by].live || !o.live {
+					o.retiredBy = by
+					break
+				}
+			}
+		}
+	}
+
+	claimed := map[string]string{}
+	for id, o := range out {
+		if o.live && o.retiredBy == "" {
+			claimed[o.endpoint] = id
+		}
+	}
+	// An identity that left keeps its address while its tombstone lasts:
+	// the EndpointSlice lists a server a little longer than its Lease says
+	// it runs (its endpoint is removed later in its shutdown), and that
+	// address is the server that left, not a new peer with a tombstone of
+	// its own that only this replica would know.
+	for id, o := range out {
+		if _, taken := claimed[o.endpoint]; !taken && !o.live && o.retiredBy == "" && now.Before(o.goneAt.Add(e.opts.TombstonePeriod)) {
+			claimed[o.endpoint] = id
+		}
 	}
 	for _, obj := range e.slices.GetStore().List() {
 		s, ok := obj.(*discoveryv1.EndpointSlice)
@@ -330,11 +455,20 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 			continue
 		}
 		for _, ep := range sliceEndpoints(s) {
-			if id, ok := byEndpoint[ep]; ok {
-				out[id].sources[v1alpha1.PeerSourceEndpointSlice] = true
+			if id, ok := claimed[ep]; ok {
+				if out[id].live {
+					out[id].sources[v1alpha1.PeerSourceEndpointSlice] = true
+				}
 				continue
 			}
-			add(ep, ep, "", v1alpha1.PeerSourceEndpointSlice)
+			// An address is never a Lease's ID (IDs have no ':'), so an
+			// unclaimed one is its own peer.
+			o := out[ep]
+			if o == nil {
+				o = &observed{endpoint: ep, sources: map[v1alpha1.PeerSource]bool{}, live: true}
+				out[ep] = o
+			}
+			o.sources[v1alpha1.PeerSourceEndpointSlice] = true
 		}
 	}
 	return out
@@ -420,6 +554,17 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 
 	for id, o := range obs {
 		p := e.peers[id]
+		if o.retiredBy != "" {
+			if p != nil {
+				delete(e.peers, id)
+				e.event(p, corev1.EventTypeNormal, ReasonReplaced, "Peer %s retired: %s now registers at %s", id, o.retiredBy, o.endpoint)
+			}
+			continue
+		}
+		if !o.live {
+			e.leftByLease(p, id, o, now)
+			continue
+		}
 		switch {
 		case p == nil:
 			p = &peerState{Peer: compute.Peer{ServerID: id, ReadyReason: "Pending", ReadyMessage: "discovery not read yet", ReadyTransition: now}}
@@ -439,11 +584,7 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 		if o.version != "" && p.BinaryVersion == "" {
 			p.BinaryVersion = o.version
 		}
-		p.Sources = p.Sources[:0]
-		for s := range o.sources {
-			p.Sources = append(p.Sources, s)
-		}
-		sort.Slice(p.Sources, func(i, j int) bool { return p.Sources[i] < p.Sources[j] })
+		p.Sources = sortedSources(o.sources)
 		// A first read already in flight needs no second one: informer
 		// events (the initial list's among them) would otherwise read
 		// every new peer twice.
@@ -453,7 +594,9 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 	}
 	byEndpoint := make(map[string]string, len(obs))
 	for id, o := range obs {
-		byEndpoint[o.endpoint] = id
+		if o.live && o.retiredBy == "" {
+			byEndpoint[o.endpoint] = id
+		}
 	}
 	for id, p := range e.peers {
 		if _, ok := obs[id]; ok {
@@ -467,6 +610,9 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s is now known as %s", id, other)
 			continue
 		}
+		// Its Lease is gone (deleted by a filter of an earlier version, or
+		// collected after its tombstone): the time it left is when this
+		// replica noticed, unless a Lease already said.
 		if !p.Left {
 			p.Left, p.LeftTime = true, now
 			p.setReady(false, "Left", "its lease lapsed or was deleted; its APIs answer 503 until the tombstone expires", now)
@@ -488,6 +634,102 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			}
 		}
 	}
+}
+
+// leftByLease applies what a departed or lapsed Lease says. Everything it
+// sets comes from the Lease, so every replica publishes the same peer: the
+// time it left, its endpoint, and, when it recorded them at departure, the
+// resources its tombstone keeps (a scraped document is replaced by them).
+func (e *Engine) leftByLease(p *peerState, id string, o *observed, now time.Time) {
+	until := o.goneAt.Add(e.opts.TombstonePeriod)
+	if !now.Before(until) {
+		if p != nil {
+			delete(e.peers, id)
+			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s removed: tombstone of %s expired", id, e.opts.TombstonePeriod)
+		}
+		return
+	}
+	if p == nil {
+		// Left before this replica knew it (it started later): the
+		// transition is no news, so no Event.
+		p = &peerState{Peer: compute.Peer{ServerID: id}}
+		e.peers[id] = p
+	} else if !p.Left {
+		how := "its lease lapsed"
+		if o.departed {
+			how = "it shut down"
+		}
+		e.event(p, corev1.EventTypeWarning, ReasonLeft, "Peer %s left (%s at %s); its APIs stay known as unavailable until %s",
+			id, how, o.goneAt.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	}
+	msg := "its lease lapsed; its APIs answer 503 until the tombstone expires"
+	if o.departed {
+		msg = "it shut down; its APIs answer 503 until the tombstone expires"
+	}
+	p.Left, p.LeftTime = true, o.goneAt
+	p.Ready, p.ReadyReason, p.ReadyMessage, p.ReadyTransition = false, "Left", msg, o.goneAt
+	p.Endpoint = o.endpoint
+	if o.version != "" {
+		p.BinaryVersion = o.version
+	}
+	p.Sources = sortedSources(o.sources)
+	if o.served != nil && (!p.HasDocument || p.docFromLease) {
+		// A replica that never read the peer (it started later) takes the
+		// recorded list; one that read it keeps the full document, which
+		// merged discovery lists during the tombstone with verbs and kinds
+		// (the list has GVRs and scopes only). Replicas agree by
+		// replication: only the leader publishes. Kept if the peer comes
+		// back under the same ID, until its first read: its APIs answer
+		// 503 meanwhile, not 404.
+		p.API, p.APIs = servedDocuments(o.served)
+		p.HasDocument, p.docFromLease = true, true
+		// Nothing this replica alone knows: a replica that never read the
+		// peer publishes the same object.
+		p.APIETag, p.APIsETag, p.LastSyncTime, p.LastError, p.Stale = "", "", time.Time{}, "", false
+	}
+}
+
+func sortedSources(set map[v1alpha1.PeerSource]bool) []v1alpha1.PeerSource {
+	out := make([]v1alpha1.PeerSource, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// servedDocuments turns a departed server's resource list into the
+// documents compute reads: the core group in /api, the rest in /apis, in a
+// fixed order. Routing tables need the GVRs and scopes only; merged
+// discovery lists them without verbs or kinds.
+func servedDocuments(served []peerlease.ServedResource) (api, apis []apidiscoveryv2.APIGroupDiscovery) {
+	rs := slices.Clone(served)
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Version != b.Version {
+			return a.Version < b.Version
+		}
+		return a.Resource < b.Resource
+	})
+	var groups []apidiscoveryv2.APIGroupDiscovery
+	for _, r := range rs {
+		if n := len(groups); n == 0 || groups[n-1].Name != r.Group {
+			groups = append(groups, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: r.Group}})
+		}
+		g := &groups[len(groups)-1]
+		if n := len(g.Versions); n == 0 || g.Versions[n-1].Version != r.Version {
+			g.Versions = append(g.Versions, apidiscoveryv2.APIVersionDiscovery{Version: r.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
+		}
+		v := &g.Versions[len(g.Versions)-1]
+		v.Resources = append(v.Resources, apidiscoveryv2.APIResourceDiscovery{Resource: r.Resource, Scope: r.Scope})
+	}
+	if len(groups) > 0 && groups[0].Name == "" {
+		return groups[:1], groups[1:]
+	}
+	return nil, groups
 }
 
 func (e *Engine) anyInflight() bool {
@@ -590,7 +832,7 @@ func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 		scrapeDuration.WithLabelValues("success").Observe(r.took.Seconds())
 		if !r.doc.NotModified {
 			p.API, p.APIs, p.APIETag, p.APIsETag = r.doc.API, r.doc.APIs, r.doc.APIETag, r.doc.APIsETag
-			p.HasDocument = true
+			p.HasDocument, p.docFromLease = true, false
 		}
 		if r.doc.Version != "" {
 			p.BinaryVersion = r.doc.Version
@@ -648,13 +890,35 @@ func (e *Engine) publish(ctx context.Context) error {
 	return e.publisher.Publish(registry.View{Peers: out.Peers, Discovery: out.Discovery, Routes: out.Routes})
 }
 
+// SetEventGate makes the engine emit Events only while emit returns true
+// (e.g. only on the leader replica, so that N replicas do not record every
+// transition N times); nil emits always. Safe to call while Run runs.
+func (e *Engine) SetEventGate(emit func() bool) {
+	if emit == nil {
+		e.eventGate.Store(nil)
+		return
+	}
+	e.eventGate.Store(&emit)
+}
+
+// peersResource is the resource APIServerPeer objects are stored under;
+// their UID derives from it and the name (the same on every replica).
+var peersResource = v1alpha1.Resource("apiserverpeers")
+
 func (e *Engine) event(p *peerState, typ, reason, format string, args ...interface{}) {
 	if e.recorder == nil {
 		return
 	}
+	if gate := e.eventGate.Load(); gate != nil && !(*gate)() {
+		return
+	}
+	// kubectl describe finds Events by involvedObject kind, name, namespace
+	// (empty: the object is cluster-scoped) and UID, so the reference
+	// carries the UID the store gives the object.
+	name := compute.PeerName(p.ServerID)
 	ref := &corev1.ObjectReference{
 		APIVersion: v1alpha1.SchemeGroupVersion.String(), Kind: "APIServerPeer",
-		Name: compute.PeerName(p.ServerID),
+		Name: name, UID: memstore.UID(peersResource, name),
 	}
 	e.recorder.Eventf(ref, typ, reason, format, args...)
 }

@@ -392,8 +392,8 @@ func TestEngineLeaseDeletedTombstone(t *testing.T) {
 	if rt == nil || len(rt.Status.Peers) != 1 || !rt.Status.Peers[0].Left || rt.Status.Peers[0].Ready || rt.Status.TotalPeers != 1 {
 		t.Fatalf("the tombstoned route: %+v", rt)
 	}
-	if hasGroupVersion(v, "only-a.example.com", "v1") {
-		t.Error("a left but its APIs stay in the merged discovery")
+	if !hasGroupVersion(v, "only-a.example.com", "v1") {
+		t.Error("a left and its APIs left the merged discovery before its tombstone expired")
 	}
 	if rt := routeOf(v, "deployments.v1.apps"); rt == nil || !rt.Status.ServedByAll || rt.Status.ReadyPeers != 1 {
 		t.Errorf("deployments: %+v", rt)

@@ -38,6 +38,10 @@ import (
 // PeerProxiedHeader marks a request a peer already proxied (upstream's name).
 const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
 
+// DefaultRegistrationLeaseRetention is Options.RegistrationLeaseRetention's
+// default: six times peerdiscovery-apiserver's default --tombstone-period.
+const DefaultRegistrationLeaseRetention = time.Hour
+
 // Options carries what the filter takes from kube-apiserver's own flags.
 // The flag names and meaning are upstream's (--peer-ca-file,
 // --proxy-client-cert-file, --proxy-client-key-file, --peer-advertise-ip,
@@ -68,6 +72,15 @@ type Options struct {
 	// peer is detected the same way over HTTP/1.1 and HTTP/2 and the client
 	// still gets a clear 504 from this server.
 	PeerResponseHeaderTimeout time.Duration
+	// RegistrationLeaseRetention is how long a registration Lease stays
+	// after its server departed or its Lease lapsed (default 1h); then any
+	// kube-apiserver's filter deletes it. It must exceed
+	// peerdiscovery-apiserver's --tombstone-period: the Lease is where
+	// every replica reads a departed server's tombstone from.
+	RegistrationLeaseRetention time.Duration
+	// RegistrationLeaseGCInterval is about how often (jittered up to twice
+	// as long) the filter looks for such Leases (default 5m).
+	RegistrationLeaseGCInterval time.Duration
 }
 
 // Validate returns every problem with the options, each naming its flag.
@@ -146,6 +159,8 @@ type Filter struct {
 	// syncDeadline is when the post-start hook ran plus SyncGracePeriod
 	// (Unix nanoseconds; 0 before the hook).
 	syncDeadline atomic.Int64
+	// registrar keeps the registration Lease; set by the post-start hook.
+	registrar atomic.Pointer[registrar]
 }
 
 // New validates the options and builds a filter. A filter whose options
@@ -168,6 +183,12 @@ func New(opts Options) (*Filter, error) {
 	}
 	if opts.PeerResponseHeaderTimeout == 0 {
 		opts.PeerResponseHeaderTimeout = 45 * time.Second
+	}
+	if opts.RegistrationLeaseRetention == 0 {
+		opts.RegistrationLeaseRetention = DefaultRegistrationLeaseRetention
+	}
+	if opts.RegistrationLeaseGCInterval == 0 {
+		opts.RegistrationLeaseGCInterval = 5 * time.Minute
 	}
 	registerMetrics()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
@@ -234,10 +255,31 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	if err := f.state.start(ctx, loopback); err != nil {
 		return err
 	}
-	if err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion); err != nil {
+	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.served, f.opts)
+	if err != nil {
 		return err
 	}
+	f.registrar.Store(r)
 	klog.InfoS("peerdiscovery filter started", "serverID", f.serverID, "endpoint", f.endpoint)
+	return nil
+}
+
+// PreShutdownHook records this server's departure in its registration
+// Lease. It must run as a pre-shutdown hook: those run at SIGTERM while the
+// server still accepts requests (it stops once they are done), so the
+// write over the loopback client succeeds even without a shutdown delay;
+// the post-start hook's context ends only when the listener is closed.
+func (f *Filter) PreShutdownHook() error {
+	r := f.registrar.Load()
+	if r == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), departTimeout)
+	defer cancel()
+	if err := r.depart(ctx); err != nil {
+		// Never fail the shutdown: the Lease lapses by itself.
+		klog.InfoS("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
+	}
 	return nil
 }
 

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
 // acceptNoPeer asks for this server's own discovery only.
@@ -54,6 +56,16 @@ func (l *localDiscovery) Serves(gvr schema.GroupVersionResource) bool {
 	}
 	_, ok := d.gvrs[gvr]
 	return ok
+}
+
+// served lists what this server serves itself, for its registration
+// Lease when it departs; nil before the first read.
+func (l *localDiscovery) served() []peerlease.ServedResource {
+	d := l.doc.Load()
+	if d == nil {
+		return nil
+	}
+	return peerlease.ServedFromDiscovery(d.api, d.apis)
 }
 
 func (l *localDiscovery) synced() bool       { return l.doc.Load() != nil }

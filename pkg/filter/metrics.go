@@ -34,6 +34,13 @@ var (
 		Help:           "1 when the filter is configured (--peer-ca-file set) and routes requests to peers; 0 when this kube-apiserver runs without it.",
 		StabilityLevel: metrics.ALPHA,
 	})
+	informerRelists = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "peerdiscovery",
+		Subsystem:      "filter",
+		Name:           "relists_total",
+		Help:           "Full relists of the filter's routing caches after their first sync, by resource: each is a watch that could not resume (410 Gone, or a resourceVersion another peerdiscovery-apiserver replica did not know).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
 	cacheSynced = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
@@ -48,7 +55,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		peerproxymetrics.Register()
-		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced} {
+		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver.
 			if err := legacyregistry.Register(c); err != nil {

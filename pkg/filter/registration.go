@@ -2,58 +2,203 @@ package filter
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
-// startRegistration publishes this server's registration Lease (format in
-// pkg/peerlease), renews it every peerlease.DefaultRenewInterval and deletes
-// it when the server shuts down gracefully, so peers stop routing here at
-// once instead of after the lease lapses.
-func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string) error {
+const (
+	// departTimeout bounds recording the departure on shutdown (a read
+	// and a write over loopback); the process may exit any moment.
+	departTimeout = 3 * time.Second
+	// leaseGCTimeout bounds one garbage collection pass.
+	leaseGCTimeout = 30 * time.Second
+)
+
+// registrar owns this server's registration Lease (format in
+// pkg/peerlease) and collects the Leases of servers long gone.
+type registrar struct {
+	leases                      coordinationclient.LeaseInterface
+	serverID, endpoint, version string
+	// served lists what this server serves itself; nil when unknown.
+	served func() []peerlease.ServedResource
+	// retention is how long a departed or lapsed Lease stays; gcInterval
+	// how often a pass looks for those older.
+	retention, gcInterval time.Duration
+	now                   func() time.Time
+	// departed stops the renewals once the departure is recorded (a
+	// renewal would drop it) and makes a second record a no-op.
+	departed atomic.Bool
+}
+
+// startRegistration publishes this server's registration Lease, renews it
+// every peerlease.DefaultRenewInterval and, when the server shuts down
+// gracefully, records the departure in it (so peers stop routing here at
+// once, and every replica of peerdiscovery-apiserver reads the same
+// tombstone from it). It also collects old registration Leases.
+func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func() []peerlease.ServedResource, opts Options) (*registrar, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	leases := client.CoordinationV1().Leases(peerlease.Namespace)
-	renew := func() {
-		rctx, cancel := context.WithTimeout(ctx, peerlease.DefaultRenewInterval)
-		defer cancel()
-		name := peerlease.LeaseName(serverID)
-		existing, err := leases.Get(rctx, name, metav1.GetOptions{})
+	r := &registrar{
+		leases:   client.CoordinationV1().Leases(peerlease.Namespace),
+		serverID: serverID, endpoint: endpoint, version: version, served: served,
+		retention: opts.RegistrationLeaseRetention, gcInterval: opts.RegistrationLeaseGCInterval,
+		now: time.Now,
+	}
+	go r.run(ctx)
+	go r.collectLoop(ctx)
+	return r, nil
+}
+
+func (r *registrar) run(ctx context.Context) {
+	t := time.NewTicker(peerlease.DefaultRenewInterval)
+	defer t.Stop()
+	for {
+		r.renew(ctx)
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.Background(), departTimeout)
+			defer cancel()
+			if err := r.depart(dctx); err != nil {
+				klog.InfoS("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
+			}
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// renew creates or renews the Lease; renewing drops a departure recorded
+// by an earlier run under the same ID.
+func (r *registrar) renew(ctx context.Context) {
+	if r.departed.Load() {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, peerlease.DefaultRenewInterval)
+	defer cancel()
+	name := peerlease.LeaseName(r.serverID)
+	existing, err := r.leases.Get(rctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, r.now()), metav1.CreateOptions{})
+	case err == nil:
+		_, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, r.now()), metav1.UpdateOptions{})
+	}
+	if err != nil && ctx.Err() == nil {
+		klog.V(2).InfoS("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
+	}
+}
+
+// depart records the departure time and the served resources in the Lease
+// instead of deleting it: a deleted Lease tells a replica that starts
+// later nothing, and each replica would date the departure by its own
+// clock. Collection deletes the Lease after the retention.
+func (r *registrar) depart(ctx context.Context) error {
+	if !r.departed.CompareAndSwap(false, true) {
+		return nil // recorded already (the pre-shutdown hook, then the end of the loop)
+	}
+	at := r.now()
+	var served string
+	if r.served != nil {
+		if list := r.served(); list != nil {
+			enc, err := peerlease.EncodeServed(list)
+			if err != nil {
+				// The departure still counts; the tombstone is then what
+				// each replica last read from this server.
+				klog.InfoS("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
+			}
+			served = enc
+		}
+	}
+	name := peerlease.LeaseName(r.serverID)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var existing *coordinationv1.Lease
+		existing, err = r.leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			_, err = leases.Create(rctx, peerlease.NewRegistrationLease(nil, serverID, endpoint, version, time.Now()), metav1.CreateOptions{})
+			l := peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, at)
+			_, err = r.leases.Create(ctx, peerlease.MarkDeparted(l, at, served), metav1.CreateOptions{})
 		case err == nil:
-			_, err = leases.Update(rctx, peerlease.NewRegistrationLease(existing, serverID, endpoint, version, time.Now()), metav1.UpdateOptions{})
+			_, err = r.leases.Update(ctx, peerlease.MarkDeparted(existing, at, served), metav1.UpdateOptions{})
 		}
-		if err != nil && ctx.Err() == nil {
-			klog.V(2).InfoS("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
+		if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+			return err
 		}
 	}
-	go func() {
-		t := time.NewTicker(peerlease.DefaultRenewInterval)
-		defer t.Stop()
-		for {
-			renew()
-			select {
-			case <-ctx.Done():
-				dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-				defer cancel()
-				if err := leases.Delete(dctx, peerlease.LeaseName(serverID), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-					klog.InfoS("peerdiscovery filter: deleting the registration lease on shutdown failed; it lapses by itself", "err", err)
-				}
-				return
-			case <-t.C:
-			}
+	return err
+}
+
+// collectLoop runs collect about every gcInterval, jittered so that the
+// servers of a control plane do not all list at once.
+func (r *registrar) collectLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait.Jitter(r.gcInterval, 1.0)):
 		}
-	}()
-	return nil
+		cctx, cancel := context.WithTimeout(ctx, leaseGCTimeout)
+		n, err := r.collect(cctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			klog.V(2).InfoS("peerdiscovery filter: collecting old registration leases failed", "err", err)
+		}
+		if n > 0 {
+			klog.V(2).InfoS("peerdiscovery filter: deleted old registration leases", "count", n)
+		}
+	}
+}
+
+// collect deletes the registration Leases that departed or lapsed more than
+// the retention ago, and returns how many it deleted. Each delete is
+// conditional on the resourceVersion that was judged, so a Lease renewed
+// meanwhile (its server came back) survives; other servers collecting at
+// the same time make the delete a harmless conflict or not-found.
+func (r *registrar) collect(ctx context.Context) (int, error) {
+	list, err := r.leases.List(ctx, metav1.ListOptions{
+		LabelSelector: peerlease.RegistrationLabel + "=" + peerlease.RegistrationComponent,
+		// The watch cache is enough: the precondition catches a stale copy.
+		ResourceVersion: "0",
+	})
+	if err != nil {
+		return 0, err
+	}
+	cutoff := r.now().Add(-r.retention)
+	deleted := 0
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !peerlease.IsRegistration(l) || !peerlease.GoneSince(l).Before(cutoff) {
+			continue
+		}
+		rv, uid := l.ResourceVersion, l.UID
+		pre := &metav1.Preconditions{}
+		if rv != "" {
+			pre.ResourceVersion = &rv
+		}
+		if uid != "" {
+			pre.UID = &uid
+		}
+		err := r.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: pre})
+		switch {
+		case err == nil:
+			deleted++
+		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		default:
+			return deleted, err
+		}
+	}
+	return deleted, nil
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
@@ -79,9 +80,39 @@ func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
 		return err
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher {
-		return cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything())
+		return countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything()), resource)
 	})
 	return nil
+}
+
+// countRelists counts the full state reads of an informer after its first:
+// a List, or a watch that asks for the initial state (client-go's watch-list
+// replaces the List with one). Either means the informer could not resume.
+func countRelists(lw *cache.ListWatch, resource string) *cache.ListWatch {
+	var reads atomic.Int64
+	full := func() {
+		if reads.Add(1) > 1 {
+			informerRelists.WithLabelValues(resource).Inc()
+		}
+	}
+	initial := func(o metav1.ListOptions) {
+		if o.SendInitialEvents != nil && *o.SendInitialEvents {
+			full()
+		}
+	}
+	if f := lw.ListFunc; f != nil {
+		lw.ListFunc = func(o metav1.ListOptions) (runtime.Object, error) { full(); return f(o) }
+	}
+	if f := lw.ListWithContextFunc; f != nil {
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { full(); return f(ctx, o) }
+	}
+	if f := lw.WatchFunc; f != nil {
+		lw.WatchFunc = func(o metav1.ListOptions) (watch.Interface, error) { initial(o); return f(o) }
+	}
+	if f := lw.WatchFuncWithContext; f != nil {
+		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { initial(o); return f(ctx, o) }
+	}
+	return lw
 }
 
 // run starts the informers over the list-watchers lw gives for each

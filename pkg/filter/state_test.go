@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/testutil"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -114,5 +115,40 @@ func TestRoutingStateSyncsWithEmptyLists(t *testing.T) {
 	eventually(t, "synced", s.synced)
 	if s.table().Len() != 0 || s.mergedDiscovery() != nil {
 		t.Fatal("empty lists must give an empty state")
+	}
+}
+
+func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
+	registerMetrics()
+	res := "relist-test-" + t.Name()
+	lw := countRelists(&cache.ListWatch{
+		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
+			return &v1alpha1.PeerRoutingTableList{}, nil
+		},
+		WatchFuncWithContext: func(context.Context, metav1.ListOptions) (watch.Interface, error) {
+			return watch.NewEmptyWatch(), nil
+		},
+	}, res)
+	count := func() float64 {
+		v, err := testutil.GetCounterMetricValue(informerRelists.WithLabelValues(res))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	ctx := context.Background()
+	yes := true
+	// First sync by watch-list, then resumed watches: no relist.
+	_, _ = lw.WatchFuncWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes, ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan})
+	_, _ = lw.WatchFuncWithContext(ctx, metav1.ListOptions{ResourceVersion: "5"})
+	if c := count(); c != 0 {
+		t.Fatalf("relists after the first sync and a resume: %v, want 0", c)
+	}
+	// A 410 makes the reflector list again: counted, and so is a second
+	// watch-list.
+	_, _ = lw.ListWithContextFunc(ctx, metav1.ListOptions{})
+	_, _ = lw.WatchFuncWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes})
+	if c := count(); c != 2 {
+		t.Fatalf("relists: %v, want 2", c)
 	}
 }

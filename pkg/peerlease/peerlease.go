@@ -53,16 +53,38 @@ type Registration struct {
 	ServerID      string
 	Endpoint      string
 	BinaryVersion string
+	// AcquireTime is when the holder took the Lease (its creation time when
+	// unset): of two identities at one endpoint, the later one is the
+	// server there now.
+	AcquireTime time.Time
 	// RenewTime is the last renewal; Expires is when it lapses.
 	RenewTime time.Time
 	Expires   time.Time
+	// DepartedAt is when the server recorded a graceful shutdown; zero
+	// while it runs (registration Leases only).
+	DepartedAt time.Time
+	// Served is what it served itself when it departed; nil when the
+	// Lease does not say (not departed, or the list was too large).
+	Served []ServedResource
 }
+
+// Departed tells whether the server recorded its graceful shutdown.
+func (r Registration) Departed() bool { return !r.DepartedAt.IsZero() }
+
+// Live tells whether the Lease says its server runs at now.
+func (r Registration) Live(now time.Time) bool { return !r.Departed() && !now.After(r.Expires) }
+
+// GoneAt is when the Lease stopped (or will stop) counting as live: the
+// departure or the lapse, whichever comes first. Every reader computes the
+// same time from the same Lease.
+func (r Registration) GoneAt() time.Time { return goneAt(r.DepartedAt, r.Expires) }
 
 // LeaseName is the registration Lease name of a server.
 func LeaseName(serverID string) string { return NamePrefix + serverID }
 
 // NewRegistrationLease builds (or renews, given the existing one) a
-// registration Lease.
+// registration Lease. A departure recorded in the existing Lease is
+// dropped: the server (back under the same ID) runs again.
 func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, binaryVersion string, now time.Time) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{}
 	if existing != nil {
@@ -79,6 +101,17 @@ func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, bi
 	}
 	l.Annotations[EndpointAnnotation] = endpoint
 	l.Annotations[BinaryVersionAnnotation] = binaryVersion
+	// Back after a departure or a lapse: a new holding, so the identity
+	// counts as newer than any other that claimed its endpoint meanwhile.
+	if existing != nil {
+		if _, departed := existing.Annotations[DepartedAtAnnotation]; departed {
+			l.Spec.AcquireTime = nil
+		} else if _, expires := lapse(existing, 0); now.After(expires) {
+			l.Spec.AcquireTime = nil
+		}
+	}
+	delete(l.Annotations, DepartedAtAnnotation)
+	delete(l.Annotations, ServedResourcesAnnotation)
 	holder := serverID
 	duration := int32(DefaultDurationSeconds)
 	renew := metav1.NewMicroTime(now)
@@ -121,7 +154,12 @@ func ParseRegistration(l *coordinationv1.Lease) (Registration, error) {
 	if err != nil {
 		return Registration{}, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, EndpointAnnotation, err)
 	}
-	r := Registration{ServerID: id, Endpoint: endpoint, BinaryVersion: l.Annotations[BinaryVersionAnnotation]}
+	departed, served, err := parseDeparted(l)
+	if err != nil {
+		return Registration{}, fmt.Errorf("lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	r := Registration{ServerID: id, Endpoint: endpoint, BinaryVersion: l.Annotations[BinaryVersionAnnotation], DepartedAt: departed, Served: served}
+	r.AcquireTime = acquired(l)
 	r.RenewTime, r.Expires = lapse(l, 0)
 	return r, nil
 }
@@ -146,8 +184,18 @@ func ParseIdentity(l *coordinationv1.Lease, staleAfter time.Duration) (Registrat
 		return Registration{}, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, PeerAdvertiseAddressAnnotation, err)
 	}
 	r := Registration{ServerID: id, Endpoint: endpoint}
+	r.AcquireTime = acquired(l)
 	r.RenewTime, r.Expires = lapse(l, staleAfter)
 	return r, nil
+}
+
+// acquired is the Lease's acquireTime, or its creation time without one
+// (upstream's identity Leases set none).
+func acquired(l *coordinationv1.Lease) time.Time {
+	if l.Spec.AcquireTime != nil {
+		return l.Spec.AcquireTime.Time
+	}
+	return l.CreationTimestamp.Time
 }
 
 // lapse returns the renewal time and when the lease lapses: renewal plus

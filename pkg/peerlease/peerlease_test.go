@@ -1,6 +1,7 @@
 package peerlease
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -47,8 +48,11 @@ func TestNewRegistrationLeaseRoundTrip(t *testing.T) {
 			if !r.RenewTime.Equal(want.RenewTime) || !r.Expires.Equal(want.Expires) {
 				t.Errorf("times: renew %s expires %s, want %s %s", r.RenewTime, r.Expires, want.RenewTime, want.Expires)
 			}
-			r.RenewTime, r.Expires, want.RenewTime, want.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-			if r != want {
+			if !r.AcquireTime.Equal(t0) || r.Departed() || r.Served != nil {
+				t.Errorf("acquire %s departed %s served %v, want %s, none, none", r.AcquireTime, r.DepartedAt, r.Served, t0)
+			}
+			r.AcquireTime, r.RenewTime, r.Expires, want.RenewTime, want.Expires = time.Time{}, time.Time{}, time.Time{}, time.Time{}, time.Time{}
+			if !reflect.DeepEqual(r, want) {
 				t.Errorf("ParseRegistration = %+v, want %+v", r, want)
 			}
 		})
@@ -84,6 +88,23 @@ func TestNewRegistrationLeaseRenew(t *testing.T) {
 	}
 	if r.Endpoint != "10.0.0.2:6443" || r.BinaryVersion != "v1.37.2" || !r.Expires.Equal(later.Add(10*time.Second)) {
 		t.Errorf("renewed registration = %+v", r)
+	}
+}
+
+// A server back after a departure or a lapse holds its Lease anew: its
+// acquireTime is the return, so it outranks identities that claimed its
+// endpoint meanwhile.
+func TestNewRegistrationLeaseRejoinIsANewHolding(t *testing.T) {
+	first := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", t0)
+	back := t0.Add(time.Hour)
+	if l := NewRegistrationLease(first, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", back); !l.Spec.AcquireTime.Time.Equal(back) {
+		t.Errorf("after a lapse: acquireTime %s, want %s", l.Spec.AcquireTime.Time, back)
+	}
+	gone := first.DeepCopy()
+	gone.Annotations[DepartedAtAnnotation] = t0.Add(time.Second).UTC().Format(time.RFC3339)
+	soon := t0.Add(2 * time.Second)
+	if l := NewRegistrationLease(gone, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", soon); !l.Spec.AcquireTime.Time.Equal(soon) {
+		t.Errorf("after a departure: acquireTime %s, want %s", l.Spec.AcquireTime.Time, soon)
 	}
 }
 
@@ -124,7 +145,7 @@ func TestParseRegistrationBroken(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("error %q does not mention %q", err, tc.wantErr)
 			}
-			if r != (Registration{}) {
+			if !reflect.DeepEqual(r, Registration{}) {
 				t.Errorf("a broken lease must give no registration, got %+v", r)
 			}
 		})

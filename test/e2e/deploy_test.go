@@ -284,8 +284,11 @@ var (
 	clusterWideGrants = []string{
 		"customresourcedefinitions.apiextensions.k8s.io [] [] [list watch]",
 		"apiservices.apiregistration.k8s.io [] [] [list watch]",
+		"apiservices.apiregistration.k8s.io [] [v1alpha1.peerdiscovery.k8s.io] [get]",
 		"tokenreviews.authentication.k8s.io [] [] [create]",
 		"subjectaccessreviews.authorization.k8s.io [] [] [create]",
+		// The leader's replication stream (a non-resource URL).
+		" [/internal/peerdiscovery/replication] [] [get]",
 	}
 	namespaceGrants = map[string][]string{
 		"kube-system": {
@@ -296,7 +299,10 @@ var (
 			"endpointslices.discovery.k8s.io [] [] [list watch]",
 			"events [] [] [create patch update]",
 		},
-		"peerdiscovery": {},
+		"peerdiscovery": {
+			"leases.coordination.k8s.io [] [] [create]",
+			"leases.coordination.k8s.io [] [peerdiscovery-apiserver] [get update]",
+		},
 	}
 )
 
@@ -358,6 +364,10 @@ func testDeployRBAC(t *testing.T, kctx string) {
 		{[]string{"get", "/api"}, true},
 		{[]string{"get", "/apis"}, true},
 		{[]string{"get", "/version"}, true},
+		{[]string{"get", "/internal/peerdiscovery/replication"}, true},
+		{[]string{"create", "leases.coordination.k8s.io", "-n", "peerdiscovery"}, true},
+		{[]string{"update", "leases.coordination.k8s.io/peerdiscovery-apiserver", "-n", "peerdiscovery"}, true},
+		{[]string{"get", "apiservices.apiregistration.k8s.io/v1alpha1.peerdiscovery.k8s.io"}, true},
 		// Nothing more.
 		{[]string{"get", "secrets", "-n", "kube-system"}, false},
 		{[]string{"get", "secrets", "-n", "peerdiscovery"}, false},
@@ -367,6 +377,10 @@ func testDeployRBAC(t *testing.T, kctx string) {
 		{[]string{"delete", "leases.coordination.k8s.io", "-n", "kube-system"}, false},
 		{[]string{"list", "leases.coordination.k8s.io", "--all-namespaces"}, false},
 		{[]string{"list", "leases.coordination.k8s.io", "-n", "default"}, false},
+		{[]string{"update", "leases.coordination.k8s.io/kube-controller-manager", "-n", "peerdiscovery"}, false},
+		{[]string{"delete", "leases.coordination.k8s.io", "-n", "peerdiscovery"}, false},
+		{[]string{"get", "apiservices.apiregistration.k8s.io/v1.apps"}, false},
+		{[]string{"get", "/internal/other"}, false},
 		{[]string{"list", "pods", "--all-namespaces"}, false},
 		{[]string{"list", "pods", "-n", "kube-system"}, false},
 		{[]string{"list", "endpointslices.discovery.k8s.io", "--all-namespaces"}, false},

@@ -71,6 +71,10 @@ func TestControlPlane(t *testing.T) {
 		{"FrozenCapableServer", testFrozenCapableServer},
 		{"OnlyCapableServersStopped", testOnlyCapableStopped},
 		{"ExtensionServersStopped", testExtensionStopped},
+		{"ReplicasAgree", testReplicasAgree},
+		{"ReplicaRestartsNoRelist", testReplicaRestartsNoRelist},
+		{"TombstonesSurviveReplicaRestarts", testTombstonesSurviveReplicaRestarts},
+		{"NewIdentitySameEndpoint", testNewIdentitySameEndpoint},
 	}
 	for _, s := range steps {
 		if !t.Run(s.name, func(t *testing.T) { s.fn(t, ids) }) {
@@ -681,16 +685,7 @@ func testExtensionStopped(t *testing.T, _ map[int]string) {
 	if code, _, body := raw(t, cfg, http.MethodGet, "/api/v1/namespaces/default", nil); code != http.StatusOK {
 		t.Fatalf("a local GET on the restarted server: %d %s", code, body)
 	}
-	for i := range cluster.Extensions() {
-		if err := cluster.StartExtension(i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := cluster.WaitExtensionAvailable(ctx); err != nil {
-		t.Fatal(err)
-	}
+	startExtensions(t, 0, 1)
 	waitFor(t, time.Minute, "filter caches resynced", func() error {
 		code, _, body := raw(t, cfg, http.MethodGet, "/metrics", nil)
 		if code != http.StatusOK || !strings.Contains(string(body), "peerdiscovery_filter_cache_synced 1") {

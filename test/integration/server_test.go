@@ -40,6 +40,7 @@ func startServer(t *testing.T) *testServer {
 	needCluster(t)
 	o := server.NewOptions()
 	o.Engine = nil
+	o.ShutdownDelay = 0 // no aggregator in front to move away from
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

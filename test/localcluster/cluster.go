@@ -735,6 +735,21 @@ func (c *Cluster) StartAPIServer(i int) error {
 	return err
 }
 
+// StartAPIServerAs starts kube-apiserver i again under another hostname,
+// so under another identity, at the same address with the same flags (a
+// control-plane machine replaced, or a static Pod that came back renamed).
+// Later StartAPIServer calls keep that hostname.
+func (c *Cluster) StartAPIServerAs(i int, hostname string) error {
+	s, err := c.server(i)
+	if err != nil {
+		return err
+	}
+	c.opMu.Lock()
+	s.proc.argv = c.nsArgv(hostname, append([]string{s.binary}, c.kubeAPIServerArgs(s)...)...)
+	c.opMu.Unlock()
+	return c.StartAPIServer(i)
+}
+
 // ---------------------------------------------------------------- accessors
 
 // Kubeconfig is the path of the admin kubeconfig: one context per
@@ -844,6 +859,28 @@ func (c *Cluster) describeLogs() string {
 // the cluster CA. It panics if i is out of range.
 func (c *Cluster) AdminConfig(i int) *rest.Config {
 	return c.clientConfig(i, c.pki.admin)
+}
+
+// ExtensionConfig is a client-go config for peerdiscovery-apiserver
+// replica i at its own address (not through the aggregator), as a
+// system:masters user, verifying the replica against the APIService's CA.
+// It panics if i is out of range.
+func (c *Cluster) ExtensionConfig(i int) *rest.Config {
+	e, err := c.ext(i)
+	if err != nil {
+		panic(err)
+	}
+	return &rest.Config{
+		Host: c.extEndpoint(e),
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData:     append([]byte(nil), c.pki.extCA.CertPEM...),
+			ServerName: extServiceDNS,
+			CertData:   append([]byte(nil), c.pki.admin.CertPEM...),
+			KeyData:    append([]byte(nil), c.pki.admin.KeyPEM...),
+		},
+		QPS:   100,
+		Burst: 200,
+	}
 }
 
 // UserConfig is a client-go config for kube-apiserver i authenticated as

@@ -6,18 +6,24 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	basecompatibility "k8s.io/component-base/compatibility"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/logs"
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/term"
@@ -30,6 +36,7 @@ import (
 	pdapiserver "sigs.k8s.io/peerdiscovery/pkg/apiserver"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	generatedopenapi "sigs.k8s.io/peerdiscovery/pkg/generated/openapi"
+	"sigs.k8s.io/peerdiscovery/pkg/replication"
 )
 
 func init() {
@@ -49,6 +56,17 @@ type Options struct {
 	StaleAfter time.Duration
 	// AlternateDNS are extra names for the self-signed serving certificate.
 	AlternateDNS []string
+	// LeaderElection elects the replica that computes and publishes; the
+	// others replicate it (pkg/replication).
+	LeaderElection componentbaseconfig.LeaderElectionConfiguration
+	// AdvertiseAddress is where the other replicas reach this one.
+	AdvertiseAddress net.IP
+	// APIService is the APIService whose caBundle and Service name verify
+	// the other replicas.
+	APIService string
+	// ShutdownDelay keeps serving after SIGTERM while /readyz fails, so the
+	// aggregator moves to the other replicas before this one goes away.
+	ShutdownDelay time.Duration
 }
 
 // NewOptions returns options with defaults.
@@ -69,6 +87,17 @@ func NewOptions() *Options {
 		Logs:               logsapi.NewLoggingConfiguration(),
 		Engine:             engine.NewOptions(),
 		StaleAfter:         2 * time.Minute,
+		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
+			LeaderElect:       true,
+			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+			RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+			RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+			ResourceLock:      resourcelock.LeasesResourceLock,
+			ResourceName:      "peerdiscovery-apiserver",
+			ResourceNamespace: "peerdiscovery",
+		},
+		APIService:    v1alpha1.SchemeGroupVersion.Version + "." + v1alpha1.GroupName,
+		ShutdownDelay: 5 * time.Second,
 	}
 }
 
@@ -94,6 +123,13 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"/readyz fails when the computed view is older than this (the engine recomputes at least every --refresh-interval).")
 	fs.StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate used when --tls-cert-file is not set.")
+	fs.IPVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress,
+		"The IP the other replicas reach this one at (its replication stream, on --secure-port). Default: --bind-address when it is a specific address, else the host's default interface.")
+	fs.StringVar(&o.APIService, "apiservice", o.APIService,
+		"The APIService of this server: replicas verify each other with its caBundle, for its Service's DNS name, as the aggregator does.")
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
+	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay,
+		"After SIGTERM, keep serving this long while /readyz fails, so the aggregator sends new requests and re-watches to the other replicas (with their resourceVersions, they resume there without relisting) before this one stops. Keep it below the Pod's terminationGracePeriodSeconds.")
 
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logging"))
 	verflag.AddFlags(fss.FlagSet("global"))
@@ -107,8 +143,29 @@ func (o *Options) Validate() error {
 	if o.Engine != nil {
 		errs = append(errs, o.Engine.Validate()...)
 	}
+	if o.ShutdownDelay < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-delay-duration must not be negative, got %s", o.ShutdownDelay))
+	}
 	if o.StaleAfter <= 0 {
 		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
+	}
+	if le := o.LeaderElection; le.LeaderElect {
+		if le.ResourceLock != resourcelock.LeasesResourceLock {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %q, got %q", resourcelock.LeasesResourceLock, le.ResourceLock))
+		}
+		if le.ResourceName == "" || le.ResourceNamespace == "" {
+			errs = append(errs, fmt.Errorf("--leader-elect-resource-name and --leader-elect-resource-namespace must be set"))
+		}
+		if le.LeaseDuration.Duration <= le.RenewDeadline.Duration || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.RetryPeriod.Duration <= 0 {
+			errs = append(errs, fmt.Errorf("leader election needs --leader-elect-lease-duration > --leader-elect-renew-deadline > --leader-elect-retry-period > 0, got %s, %s, %s",
+				le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration))
+		}
+		if o.APIService == "" {
+			errs = append(errs, fmt.Errorf("--apiservice must be set with --leader-elect"))
+		}
+		if ip := o.AdvertiseAddress; ip != nil && (ip.IsUnspecified() || ip.IsLoopback()) {
+			errs = append(errs, fmt.Errorf("--advertise-address %s: the other replicas cannot reach a loopback or unspecified address", ip))
+		}
 	}
 	return utilerrors.NewAggregate(errs)
 }
@@ -142,11 +199,37 @@ func (o *Options) Config() (*pdapiserver.Config, error) {
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err
 	}
+	cfg.ShutdownDelayDuration = o.ShutdownDelay
 	cfg.Authentication.Authenticator = anonymousOnlyFor(cfg.Authentication.Authenticator, "/livez", "/readyz", "/healthz")
-	return &pdapiserver.Config{
-		GenericConfig: cfg,
-		ExtraConfig:   pdapiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine},
-	}, nil
+	extra := pdapiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine}
+	if o.LeaderElection.LeaderElect && o.Engine != nil { // without the engine there is nothing to publish or elect
+		addr, err := o.advertiseAddress()
+		if err != nil {
+			return nil, err
+		}
+		extra.Replication = &pdapiserver.ReplicationConfig{
+			Identity:       replication.NewIdentity(net.JoinHostPort(addr.String(), strconv.Itoa(ss.BindPort))),
+			LeaderElection: o.LeaderElection,
+			APIService:     o.APIService,
+		}
+	}
+	return &pdapiserver.Config{GenericConfig: cfg, ExtraConfig: extra}, nil
+}
+
+// advertiseAddress is --advertise-address, else a specific --bind-address,
+// else the host's default interface (a Pod's IP).
+func (o *Options) advertiseAddress() (net.IP, error) {
+	if o.AdvertiseAddress != nil {
+		return o.AdvertiseAddress, nil
+	}
+	if bind := o.RecommendedOptions.SecureServing.BindAddress; bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
+		return bind, nil
+	}
+	ip, err := utilnet.ChooseHostInterface()
+	if err != nil {
+		return nil, fmt.Errorf("no --advertise-address and no default interface to take it from: %w", err)
+	}
+	return ip, nil
 }
 
 // NewCommand returns the peerdiscovery-apiserver command. run is called

@@ -36,6 +36,9 @@ const (
 	// tooLargeRetrySeconds is what the watch cache answers too: the client
 	// retries soon, by when (for a same-epoch RV) the store may have caught up.
 	tooLargeRetrySeconds = 1
+	// unreadyRetrySeconds is the Retry-After of a store that cannot answer
+	// yet (no state) or any more (stopped).
+	unreadyRetrySeconds = 1
 )
 
 // Config configures a Store. NewFunc and NewListFunc are required.
@@ -153,6 +156,7 @@ func New(cfg Config) *Store {
 		s.bookmarkTick = defaultBookmarkInterval
 	}
 	s.lastRV = s.clock.Current()
+	s.clock.register(s)
 	go s.bookmarkLoop()
 	return s
 }
@@ -318,8 +322,17 @@ func (s *Store) Replace(objs []runtime.Object) {
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	c := s.clock
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.leading {
+		// The ViewStore publishes only while leading; a follower's content
+		// comes from its leader alone (Restore, Apply).
+		utilruntime.HandleError(fmt.Errorf("memstore %s: Replace on a following replica ignored", s.resource))
+		return
+	}
 	for _, ev := range changes {
-		ev.rv = s.clock.next()
+		ev.rv = c.nextLocked()
 		if ev.cur != nil {
 			// Not yet published: nobody else can see ev.cur.obj.
 			if err := versioner.UpdateObject(ev.cur.obj, ev.rv); err != nil {
@@ -330,6 +343,8 @@ func (s *Store) Replace(objs []runtime.Object) {
 	s.items = next
 	s.lastRV = changes[len(changes)-1].rv
 	s.appendHistoryLocked(changes)
+	c.feedLocked(s, changes)
+	c.advanceLocked(s.lastRV)
 	s.dispatchLocked(changes)
 }
 
@@ -386,6 +401,7 @@ func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (
 			return nil, err
 		}
 	}
+	s.clock.waitFresh(ctx, rv)
 	s.mu.RLock()
 	if err := s.checkNotOlderThanLocked(rv); err != nil {
 		s.mu.RUnlock()
@@ -433,6 +449,7 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 
 	var items []*entry
 	var listRV uint64
+	s.clock.waitFresh(ctx, rv)
 	s.mu.RLock()
 	switch opts.ResourceVersionMatch {
 	case "", metav1.ResourceVersionMatchNotOlderThan:
@@ -442,6 +459,9 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 		// so a watch from listRV neither misses nor repeats an event.
 		items, listRV = s.items, s.clock.Current()
 	case metav1.ResourceVersionMatchExact:
+		if err = s.checkHasStateLocked(); err != nil {
+			break
+		}
 		items, err = s.itemsAtLocked(rv)
 		listRV = rv
 	default:
@@ -523,8 +543,8 @@ func (s *Store) parseRV(rv string) (uint64, error) {
 func (s *Store) checkOwnedLocked(rv uint64) error {
 	if !s.clock.owns(rv) {
 		return apierrors.NewResourceExpired(fmt.Sprintf(
-			"resourceVersion %d was issued by another server instance (epoch %d, this one %d)",
-			rv, rv>>counterBits, s.clock.Epoch()))
+			"resourceVersion %d is not on this server's timeline (epoch %d, current %d): it was issued by a server whose latest changes this one never received",
+			rv, epochOf(rv), s.clock.Epoch()))
 	}
 	if cur := s.clock.Current(); rv > cur {
 		return storage.NewTooLargeResourceVersionError(rv, cur, tooLargeRetrySeconds)
@@ -535,10 +555,25 @@ func (s *Store) checkOwnedLocked(rv uint64) error {
 // checkNotOlderThanLocked: any owned RV up to now is satisfied by the
 // current state; 0 means "any".
 func (s *Store) checkNotOlderThanLocked(rv uint64) error {
+	if err := s.checkHasStateLocked(); err != nil {
+		return err
+	}
 	if rv == 0 {
 		return nil
 	}
 	return s.checkOwnedLocked(rv)
+}
+
+// checkHasStateLocked refuses reads on a standby replica that has neither
+// led nor received its leader's snapshot: it has no state to answer from
+// (and no resourceVersion to give it). Such a replica is not ready either.
+func (s *Store) checkHasStateLocked() error {
+	if s.clock.Current() == 0 {
+		// 429 with Retry-After, as the watch cache answers while it
+		// initializes: client-go retries a watch on 429 instead of relisting.
+		return apierrors.NewTooManyRequests(fmt.Sprintf("%s: this replica has not received its leader's state yet", s.resource), unreadyRetrySeconds)
+	}
+	return nil
 }
 
 func tooOld(rv, compacted uint64) error {

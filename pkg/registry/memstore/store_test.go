@@ -46,7 +46,9 @@ func TestClock(t *testing.T) {
 	c := newClockWithEpoch(testEpoch)
 	prev := c.Current()
 	for i := 0; i < 100; i++ {
-		rv := c.next()
+		c.mu.Lock()
+		rv := c.nextLocked()
+		c.mu.Unlock()
 		if rv <= prev || rv != c.Current() || !c.owns(rv) || rv>>62 != 0 {
 			t.Fatalf("rv %d after %d: not monotonic/owned/below 2^62", rv, prev)
 		}

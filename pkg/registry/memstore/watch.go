@@ -53,6 +53,7 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 		return nil, err
 	}
 	initial := opts.SendInitialEvents
+	s.clock.waitFresh(ctx, rv)
 
 	w := &watcher{
 		s:         s,
@@ -66,7 +67,12 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
-		return nil, apierrors.NewServiceUnavailable(fmt.Sprintf("storage for %s is shutting down", s.resource))
+		// 429, not 503: the client retries its watch (on another replica)
+		// from its resourceVersion instead of relisting.
+		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("storage for %s is shutting down", s.resource), unreadyRetrySeconds)
+	}
+	if err := s.checkHasStateLocked(); err != nil {
+		return nil, err
 	}
 	switch {
 	case initial != nil && *initial:

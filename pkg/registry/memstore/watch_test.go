@@ -370,7 +370,7 @@ func TestStopEndsAllWatchersAndRefusesNew(t *testing.T) {
 	for _, w := range ws {
 		expectClosed(t, w)
 	}
-	if _, err := s.Watch(context.Background(), nil); !apierrors.IsServiceUnavailable(err) {
+	if _, err := s.Watch(context.Background(), nil); !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("Watch after Stop: %v", err)
 	}
 	s.Replace(objs(wid("a", "red")))

@@ -1,12 +1,14 @@
 package peerdiscovery
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/utils/clock"
@@ -39,22 +41,36 @@ type ViewStore struct {
 	peers     *memstore.Store
 	discovery *memstore.Store
 	routes    *memstore.Store
+	rvClock   *memstore.Clock
 
 	clock      clock.PassiveClock
 	staleAfter time.Duration
 
-	mu          sync.RWMutex
+	mu sync.RWMutex
+	// lastPublish is the last view published (leading) or the last word
+	// from the leader (following): what readiness measures.
 	lastPublish time.Time
-	table       *routing.Table
+	// table decides RouteReviews: built at Publish while leading, from the
+	// replicated objects (at tableRV) while following.
+	table   *routing.Table
+	tableRV uint64
+	// pending is the engine's latest view while this replica follows: it
+	// is published the moment the replica leads.
+	pending *View
 }
 
 var _ Publisher = &ViewStore{}
 
 // NewViewStore makes empty stores. A view older than staleAfter makes the
-// server unready.
-func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock) *ViewStore {
+// server unready. A standby store (one replica of several) publishes only
+// after Lead and otherwise serves what its leader replicates into Clock();
+// a store that is not standby leads from the start (a single replica).
+func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock, standby bool) *ViewStore {
 	rvClock := memstore.NewClock()
-	v := &ViewStore{clock: clk, staleAfter: staleAfter}
+	if standby {
+		rvClock = memstore.NewStandbyClock()
+	}
+	v := &ViewStore{clock: clk, staleAfter: staleAfter, rvClock: rvClock}
 	v.peers = memstore.New(memstore.Config{
 		Resource: api.Resource("apiserverpeers"), Clock: rvClock, AttrFunc: peerAttrs,
 		NewFunc: func() runtime.Object { return &api.APIServerPeer{} }, NewListFunc: func() runtime.Object { return &api.APIServerPeerList{} },
@@ -71,8 +87,19 @@ func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock) *ViewStore {
 }
 
 // Publish converts the view to internal objects and replaces each store's
-// content; the stores emit watch events for what changed.
+// content; the stores emit watch events for what changed. While this
+// replica follows, the view is only kept for when it leads.
 func (v *ViewStore) Publish(view View) error {
+	if !v.rvClock.Leading() {
+		v.mu.Lock()
+		v.pending = &view
+		v.mu.Unlock()
+		return nil
+	}
+	return v.publish(view)
+}
+
+func (v *ViewStore) publish(view View) error {
 	peers := make([]runtime.Object, 0, len(view.Peers))
 	for i := range view.Peers {
 		out := &api.APIServerPeer{}
@@ -119,12 +146,97 @@ func (v *ViewStore) lastPublished() time.Time {
 	return v.lastPublish
 }
 
-// RoutingTable returns the decision table of the last published view and
-// whether any view was published.
+// RoutingTable returns the decision table of the last published (or, on a
+// follower, replicated) view and whether there is one.
 func (v *ViewStore) RoutingTable() (*routing.Table, bool) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	return v.table, !v.lastPublish.IsZero()
+	if v.rvClock.Leading() {
+		v.mu.RLock()
+		defer v.mu.RUnlock()
+		return v.table, !v.lastPublish.IsZero()
+	}
+	cur := v.rvClock.Current()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.lastPublish.IsZero() {
+		return nil, false
+	}
+	if v.table == nil || v.tableRV != cur {
+		table, err := v.replicatedTable()
+		if err != nil {
+			utilruntime.HandleError(err)
+			return v.table, v.table != nil
+		}
+		v.table, v.tableRV = table, cur
+	}
+	return v.table, true
+}
+
+// replicatedTable builds the decision table from the stores, so that a
+// follower reviews routes exactly as its leader published them.
+func (v *ViewStore) replicatedTable() (*routing.Table, error) {
+	ctx := context.Background()
+	rl, err := v.routes.List(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	pl, err := v.peers.List(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	internalRoutes := rl.(*api.PeerRoutingTableList).Items
+	routes := make([]v1alpha1.PeerRoutingTable, len(internalRoutes))
+	for i := range internalRoutes {
+		if err := v1alpha1.Convert_peerdiscovery_PeerRoutingTable_To_v1alpha1_PeerRoutingTable(&internalRoutes[i], &routes[i], nil); err != nil {
+			return nil, fmt.Errorf("converting PeerRoutingTable %q: %w", internalRoutes[i].Name, err)
+		}
+	}
+	internalPeers := pl.(*api.APIServerPeerList).Items
+	peers := make([]v1alpha1.APIServerPeer, len(internalPeers))
+	for i := range internalPeers {
+		if err := v1alpha1.Convert_peerdiscovery_APIServerPeer_To_v1alpha1_APIServerPeer(&internalPeers[i], &peers[i], nil); err != nil {
+			return nil, fmt.Errorf("converting APIServerPeer %q: %w", internalPeers[i].Name, err)
+		}
+	}
+	return routing.NewTable(routingPointers(routes), peerPointers(peers)), nil
+}
+
+// Clock is the resourceVersion clock of the three stores: what replication
+// snapshots and subscribes to on a leader and restores and applies on a
+// follower.
+func (v *ViewStore) Clock() *memstore.Clock { return v.rvClock }
+
+// HasState reports whether the stores hold a state: published here, or
+// received from a leader. A standby store has none until then.
+func (v *ViewStore) HasState() bool { return v.rvClock.Current() != 0 }
+
+// Leading reports whether this replica publishes its own views.
+func (v *ViewStore) Leading() bool { return v.rvClock.Leading() }
+
+// Lead makes this replica the publisher: a new epoch of resourceVersions
+// continuing the replicated timeline, then the engine's latest view.
+func (v *ViewStore) Lead() error {
+	v.rvClock.Promote()
+	v.mu.Lock()
+	pending := v.pending
+	v.pending = nil
+	v.table = nil
+	v.mu.Unlock()
+	if pending == nil {
+		return nil
+	}
+	return v.publish(*pending)
+}
+
+// Demote stops publishing: the engine's views are kept aside until this
+// replica leads again, and the stores wait for the new leader's snapshot.
+func (v *ViewStore) Demote() { v.rvClock.Demote() }
+
+// MarkReplicated records word from the leader (a snapshot, a change or a
+// progress heartbeat): while following, that is what keeps the replica ready.
+func (v *ViewStore) MarkReplicated() {
+	v.mu.Lock()
+	v.lastPublish = v.clock.Now()
+	v.mu.Unlock()
 }
 
 func routingPointers(routes []v1alpha1.PeerRoutingTable) []*v1alpha1.PeerRoutingTable {
@@ -141,10 +253,17 @@ func routingPointers(routes []v1alpha1.PeerRoutingTable) []*v1alpha1.PeerRouting
 func (v *ViewStore) ReadyzCheck() healthz.HealthChecker {
 	return healthz.NamedCheck("peerdiscovery-view", func(_ *http.Request) error {
 		last := v.lastPublished()
-		if last.IsZero() {
+		leading := v.rvClock.Leading()
+		switch {
+		case last.IsZero() && leading:
 			return fmt.Errorf("no view computed yet")
+		case last.IsZero():
+			return fmt.Errorf("no state received from the leader yet")
 		}
 		if age := v.clock.Since(last); age > v.staleAfter {
+			if !leading {
+				return fmt.Errorf("no word from the leader for %s (limit %s)", age.Round(time.Second), v.staleAfter)
+			}
 			return fmt.Errorf("view is stale: last computed %s ago (limit %s)", age.Round(time.Second), v.staleAfter)
 		}
 		return nil
