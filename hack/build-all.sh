@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything the local control plane and the tests run, cached under
 # _output/ by version: etcd, kubectl, kube-apiserver (every version in
-# KUBE_VERSIONS, with the filter), kube-controller-manager (the oldest version
-# only) and peerdiscovery-apiserver. The plain upstream kube-apiserver
+# KUBE_VERSIONS, with the filter), kube-controller-manager
+# (KUBE_CONTROLLER_MANAGER_VERSION) and peerdiscovery-apiserver. The plain upstream kube-apiserver
 # (hack/build-kube-apiserver-upstream.sh) is built on demand only.
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -12,8 +12,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 for v in ${KUBE_VERSIONS}; do
   "${REPO_ROOT}/hack/build-kube-apiserver.sh" "${v}"
 done
-# One kube-controller-manager, of the oldest release: it must not be newer
-# than any kube-apiserver it talks to during a rolling upgrade.
-"${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_VERSIONS%% *}"
+# One kube-controller-manager, of the default control plane's oldest
+# release: it must not be newer than any kube-apiserver it talks to during a
+# rolling upgrade.
+"${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_CONTROLLER_MANAGER_VERSION}"
 log::info "building peerdiscovery-apiserver"
 ( cd "${REPO_ROOT}" && go build -o "${BIN_DIR}/peerdiscovery-apiserver" ./cmd/peerdiscovery-apiserver )

@@ -32,12 +32,13 @@ WRAPPER_SRC="${REPO_ROOT}/hack/kube-apiserver"
 FILTER_PKG="./pkg/filter"
 
 # filter_source_files prints, one per line and sorted, the non-test source
-# files of every package of this repository in pkg/filter's import closure.
+# files of every package of this repository in pkg/filter's import closure
+# (those a build tag leaves out too: a v1.35 build uses one).
 # shellcheck disable=SC2016 # $d in single quotes is Go template syntax
 filter_source_files() {
   local tmpl kind
   tmpl='{{if and .Module (eq .Module.Path "'"${MAIN_MODULE}"'")}}{{$d := .Dir}}'
-  for kind in GoFiles CgoFiles CFiles HFiles SFiles EmbedFiles; do
+  for kind in GoFiles IgnoredGoFiles CgoFiles CFiles HFiles SFiles EmbedFiles; do
     tmpl+='{{range .'"${kind}"'}}{{$d}}/{{.}}{{"\n"}}{{end}}'
   done
   tmpl+='{{end}}'
@@ -110,7 +111,12 @@ build_one() {
       exit 0
     fi
     log::info "kube-apiserver ${version}: go build (a cold build takes ~9 min on 2 cores)"
-    go build -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" .
+    # v1.35's upstream peer-proxy metrics differ (pkg/filter/upstreammetrics_k8s135.go).
+    local tags=""
+    if [[ "${kube_minor}" == "35" ]]; then
+      tags="peerdiscovery_k8s135"
+    fi
+    go build -tags "${tags}" -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" .
   )
   [[ -z "${KUBE_GENERATE_ONLY:-}" ]] || return 0
   install_binary "${bin}.tmp" "${bin}"

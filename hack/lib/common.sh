@@ -35,12 +35,15 @@ MAIN_MODULE="sigs.k8s.io/peerdiscovery"
 
 # Versions of the real binaries the end-to-end tests run.
 ETCD_VERSION="v3.7.3"
-# Space-separated; the oldest first.
-KUBE_VERSIONS="v1.36.3 v1.37.2"
+# Space-separated; the oldest first. v1.35.4 runs in test/e2e135 only.
+KUBE_VERSIONS="v1.35.4 v1.36.3 v1.37.2"
+# The kube-controller-manager test/controllers and local-up run: the oldest
+# release of the default control plane (v1.36.3 + v1.37.2).
+KUBE_CONTROLLER_MANAGER_VERSION="v1.36.3"
 KUBECTL_VERSION="v1.37.2"
 
 export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
-export ETCD_VERSION KUBE_VERSIONS KUBECTL_VERSION
+export ETCD_VERSION KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBECTL_VERSION
 
 # Paths of the built binaries.
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }

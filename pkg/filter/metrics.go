@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -54,7 +53,7 @@ var registerOnce sync.Once
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		peerproxymetrics.Register()
+		registerUpstreamMetrics()
 		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver.
@@ -66,7 +65,7 @@ func registerMetrics() {
 }
 
 func proxied(ctx context.Context, gvr schema.GroupVersionResource, code int, took time.Duration) {
-	peerproxymetrics.IncPeerProxiedRequest(ctx, strconv.Itoa(code), gvr.Group, gvr.Version, gvr.Resource)
+	incRerouted(ctx, strconv.Itoa(code), gvr)
 	proxyLatency.WithLabelValues(gvr.Group, gvr.Resource).Observe(took.Seconds())
 }
 
@@ -80,5 +79,5 @@ var unknownGVR = schema.GroupVersionResource{Group: "other", Version: "other", R
 // 503), unsynced (answered 503 before the routing state synced; labelled
 // with unknownGVR). Every other GVR label comes from the routing table.
 func proxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
-	peerproxymetrics.IncPeerProxyError(ctx, typ, gvr.Group, gvr.Version, gvr.Resource)
+	incProxyError(ctx, typ, gvr)
 }

@@ -1,0 +1,42 @@
+//go:build peerdiscovery_k8s135
+
+package filter
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
+	"k8s.io/component-base/metrics"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+)
+
+// k8s.io/apiserver v0.35 (kube-apiserver v1.35, built with the tag
+// peerdiscovery_k8s135 by hack/build-kube-apiserver.sh) registers
+// apiserver_rerouted_request_total with the label code only and has no
+// apiserver_peer_proxy_errors_total. The filter keeps upstream's names: it
+// counts reroutes through upstream's package (the group/version/resource
+// labels do not exist there) and registers the error counter itself, with
+// v0.36's name, help and labels, which no v1.35 component registers.
+var peerProxyErrors = metrics.NewCounterVec(&metrics.CounterOpts{
+	Subsystem:      "apiserver",
+	Name:           "peer_proxy_errors_total",
+	Help:           "Total number of errors encountered while proxying requests to a peer kube apiserver",
+	StabilityLevel: metrics.ALPHA,
+}, []string{"type", "group", "version", "resource"})
+
+func registerUpstreamMetrics() {
+	peerproxymetrics.Register()
+	if err := legacyregistry.Register(peerProxyErrors); err != nil {
+		klog.InfoS("peerdiscovery filter: metric not registered", "err", err)
+	}
+}
+
+func incRerouted(ctx context.Context, code string, _ schema.GroupVersionResource) {
+	peerproxymetrics.IncPeerProxiedRequest(ctx, code)
+}
+
+func incProxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
+	peerProxyErrors.WithContext(ctx).WithLabelValues(typ, gvr.Group, gvr.Version, gvr.Resource).Inc()
+}
