@@ -16,16 +16,17 @@ limitations under the License.
 
 package main
 
-// What differs in cmd/kube-apiserver/app of Kubernetes v1.36 from v1.37.
+// What differs in cmd/kube-apiserver/app of Kubernetes v1.36 (and v1.35,
+// whose v1.35/release.go links here: its app.Run is the same) from v1.37.
 // hack/build-kube-apiserver.sh copies this file next to ../main.go when it
-// builds a v1.36.x kube-apiserver.
+// builds a v1.36.x or v1.35.x kube-apiserver.
 
 import (
 	"k8s.io/kubernetes/cmd/kube-apiserver/app/options"
 )
 
-// prepareRun does what app.Run does before app.NewConfig: nothing in v1.36
-// (the options have no InformerName yet; it came with v1.37).
+// prepareRun does what app.Run does before app.NewConfig: nothing in v1.35
+// and v1.36 (the options have no InformerName yet; it came with v1.37).
 func prepareRun(options.CompletedOptions) error {
 	return nil
 }
