@@ -13,7 +13,8 @@
 # hack/lib/kube-release.sh. FORCE=1 rebuilds anyway; KUBE_GENERATE_ONLY=1
 # only generates (and tidies) the wrapper module.
 #
-# Usage: hack/build-kube-apiserver-upstream.sh [VERSION...]   (default: ${KUBE_VERSIONS})
+# Usage: hack/build-kube-apiserver-upstream.sh [VERSION...]   (default: ${DEFAULT_KUBE_VERSIONS}, the
+# control plane test/controllers compares with)
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/kube-release.sh
@@ -21,11 +22,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/kube-release.sh"
 
 main() {
   local -a versions
-  if (($# > 0)); then
-    versions=("$@")
-  else
-    read -r -a versions <<<"${KUBE_VERSIONS}"
-  fi
+  mapfile -t versions < <(versions_or "${DEFAULT_KUBE_VERSIONS}" "$@")
   build_upstream_command kube-apiserver-upstream kube-apiserver \
     kube_apiserver_upstream_bin "${REPO_ROOT}/hack/build-kube-apiserver-upstream.sh" \
     "${versions[@]}"

@@ -127,11 +127,7 @@ build_one() {
 
 main() {
   local -a versions
-  if (($# > 0)); then
-    versions=("$@")
-  else
-    read -r -a versions <<<"${KUBE_VERSIONS}"
-  fi
+  mapfile -t versions < <(versions_or "${KUBE_VERSIONS}" "$@")
   local v
   for v in "${versions[@]}"; do
     with_lock "${OUTPUT_DIR}/locks/kube-apiserver-${v}.lock" build_one "${v}"

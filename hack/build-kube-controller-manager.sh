@@ -20,11 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/kube-release.sh"
 
 main() {
   local -a versions
-  if (($# > 0)); then
-    versions=("$@")
-  else
-    read -r -a versions <<<"${KUBE_VERSIONS}"
-  fi
+  mapfile -t versions < <(versions_or "${KUBE_VERSIONS}" "$@")
   build_upstream_command kube-controller-manager kube-controller-manager \
     kube_controller_manager_bin "${REPO_ROOT}/hack/build-kube-controller-manager.sh" \
     "${versions[@]}"

@@ -178,11 +178,7 @@ EOF
 
 main() {
   local -a versions
-  if (($# > 0)); then
-    versions=("$@")
-  else
-    read -r -a versions <<<"${KUBE_VERSIONS}"
-  fi
+  mapfile -t versions < <(versions_or "${KUBE_VERSIONS}" "$@")
   "${HACK_DIR}/build-etcd.sh"
   "${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
   local v

@@ -35,15 +35,18 @@ MAIN_MODULE="sigs.k8s.io/peerdiscovery"
 
 # Versions of the real binaries the end-to-end tests run.
 ETCD_VERSION="v3.7.3"
-# Space-separated; the oldest first. v1.35.4 runs in test/e2e135 only.
-KUBE_VERSIONS="v1.35.4 v1.36.3 v1.37.2"
+# Space-separated; the oldest first. The default control plane (local-up,
+# test/e2e, test/controllers) runs DEFAULT_KUBE_VERSIONS; v1.35.4 runs in
+# test/e2e135 only.
+DEFAULT_KUBE_VERSIONS="v1.36.3 v1.37.2"
+KUBE_VERSIONS="v1.35.4 ${DEFAULT_KUBE_VERSIONS}"
 # The kube-controller-manager test/controllers and local-up run: the oldest
-# release of the default control plane (v1.36.3 + v1.37.2).
-KUBE_CONTROLLER_MANAGER_VERSION="v1.36.3"
+# release of the default control plane.
+KUBE_CONTROLLER_MANAGER_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 KUBECTL_VERSION="v1.37.2"
 
 export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
-export ETCD_VERSION KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBECTL_VERSION
+export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBECTL_VERSION
 
 # Paths of the built binaries.
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
@@ -69,6 +72,20 @@ require_cmd() {
   for c in "$@"; do
     command -v "${c}" >/dev/null 2>&1 || die "required command not found: ${c}"
   done
+}
+
+# versions_or DEFAULT [VERSION...] prints the VERSIONs given, else the
+# space-separated DEFAULT, one per line: a script's version arguments
+# (mapfile -t versions < <(versions_or "${KUBE_VERSIONS}" "$@")).
+versions_or() {
+  local default="${1}"
+  shift
+  if (($# > 0)); then
+    printf '%s\n' "$@"
+  else
+    # shellcheck disable=SC2086 # DEFAULT is a space-separated list
+    printf '%s\n' ${default}
+  fi
 }
 
 # is_known_kube_version VERSION succeeds if VERSION is one of KUBE_VERSIONS.
