@@ -229,7 +229,7 @@ func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggre
 		}
 		apiDocs = append(apiDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.API})
 		apisDocs = append(apisDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.APIs})
-		sources = append(sources, v1alpha1.DiscoverySource{ServerID: p.ServerID, APIETag: p.APIETag, APIsETag: p.APIsETag, Stale: p.Stale || p.Left})
+		sources = append(sources, v1alpha1.DiscoverySource{ServerID: p.ServerID, Stale: p.Stale || p.Left})
 	}
 	api := merge.Merge(apiDocs, ex)
 	apis := merge.Merge(apisDocs, ex)

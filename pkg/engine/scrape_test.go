@@ -281,10 +281,22 @@ func TestScrapeFailures(t *testing.T) {
 				_, _ = w.Write(versionJSON)
 				return
 			}
+			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
 			_, _ = w.Write([]byte(body))
 		})
 	}
+	typed := func(contentType, body string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/version" {
+				_, _ = w.Write(versionJSON)
+				return
+			}
+			w.Header().Set("Content-Type", contentType)
+			_, _ = w.Write([]byte(body))
+		})
+	}
+	good := string(listJSON(t, apisGroups))
 	dup := string(listJSON(t, []apidiscoveryv2.APIGroupDiscovery{apisGroups[0], apisGroups[0]}))
 	for _, tc := range []struct {
 		name     string
@@ -329,6 +341,37 @@ func TestScrapeFailures(t *testing.T) {
 				}))
 			},
 			want: ErrDecode,
+		},
+		{
+			name: "HTML from a proxy",
+			endpoint: func(t *testing.T) string {
+				return tlsPeer(t, p.good, typed("text/html; charset=utf-8", "<html>login</html>"))
+			},
+			want: ErrMediaType,
+			check: func(t *testing.T, err error) {
+				if !strings.Contains(err.Error(), "text/html") {
+					t.Errorf("error %q does not name the Content-Type", err)
+				}
+			},
+		},
+		{
+			name: "protobuf",
+			endpoint: func(t *testing.T) string {
+				return tlsPeer(t, p.good, typed("application/vnd.kubernetes.protobuf", good))
+			},
+			want: ErrMediaType,
+		},
+		{
+			name: "another discovery version",
+			endpoint: func(t *testing.T) string {
+				return tlsPeer(t, p.good, typed("application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList", good))
+			},
+			want: ErrMediaType,
+			check: func(t *testing.T, err error) {
+				if !strings.Contains(err.Error(), "v=v2beta1") {
+					t.Errorf("error %q does not say what was wrong", err)
+				}
+			},
 		},
 		{
 			name:     "duplicate groups",
@@ -535,5 +578,29 @@ func TestScrapeSizeCapBoundary(t *testing.T) {
 	_, err := newTestScraper(t, size-1).Scrape(scrapeCtx(t, time.Minute), ep, "", "")
 	if got := scrapeType(err); got != ErrOversized {
 		t.Errorf("a document one byte over the cap: %v", err)
+	}
+}
+
+// Documents decode within a memory budget: while it is taken, a scrape
+// waits for it up to its deadline, and then fails with a clear timeout.
+func TestScrapeDecodesWithinTheMemoryBudget(t *testing.T) {
+	s := newTestScraper(t, 1<<20)
+	endpoint := tlsPeer(t, testPKI(t).good, newGoodPeer(t))
+	all := s.maxBytes * decodeFactor
+	if err := s.decode.Acquire(context.Background(), all); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Scrape(scrapeCtx(t, 300*time.Millisecond), endpoint, "", "")
+	var se *ScrapeError
+	if !errors.As(err, &se) || se.Type != ErrTimeout || !strings.Contains(err.Error(), "waiting for memory") {
+		t.Fatalf("scrape with the budget taken: %v, want a Timeout waiting for memory", err)
+	}
+	s.decode.Release(all)
+	if _, err := s.Scrape(scrapeCtx(t, time.Minute), endpoint, "", ""); err != nil {
+		t.Fatalf("scrape with the budget free: %v", err)
+	}
+	// Nothing is left taken after successful scrapes.
+	if !s.decode.TryAcquire(all) {
+		t.Fatal("the decode budget leaked")
 	}
 }

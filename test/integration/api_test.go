@@ -313,3 +313,107 @@ func TestAuthnAuthz(t *testing.T) {
 		t.Fatalf("anonymous livez: %d %s", code, body)
 	}
 }
+
+// A peer turning NotReady and back changes its APIServerPeer, not every
+// routing table naming it: readiness is completed at read time.
+func TestPeerFlapChangesOnlyThePeer(t *testing.T) {
+	ts := startServer(t)
+	ctx := context.Background()
+	if err := ts.srv.View.Publish(view(10, true)); err != nil {
+		t.Fatal(err)
+	}
+	c := ts.clientset(t, ts.admin()).PeerdiscoveryV1alpha1()
+	deployments := func() *v1alpha1.PeerRoutingTable {
+		t.Helper()
+		rt, err := c.PeerRoutingTables().Get(ctx, "deployments.v1.apps", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rt
+	}
+	readyOf := func(rt *v1alpha1.PeerRoutingTable) map[string]bool {
+		m := map[string]bool{}
+		for _, p := range rt.Status.Peers {
+			m[p.ServerID] = p.Ready
+		}
+		return m
+	}
+	if rt := deployments(); rt.Status.ReadyPeers != 2 || !readyOf(rt)["kube-apiserver-b"] {
+		t.Fatalf("both ready: %+v", rt.Status)
+	}
+	routes, err := c.PeerRoutingTables().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peers, err := c.APIServerPeers().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rw, err := c.PeerRoutingTables().Watch(ctx, metav1.ListOptions{ResourceVersion: routes.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rw.Stop()
+	pw, err := c.APIServerPeers().Watch(ctx, metav1.ListOptions{ResourceVersion: peers.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pw.Stop()
+
+	// Flap b three times; then add one table as a sentinel.
+	for _, ready := range []bool{false, true, false} {
+		if err := ts.srv.View.Publish(view(10, ready)); err != nil {
+			t.Fatal(err)
+		}
+		e := next(t, pw)
+		if p := e.Object.(*v1alpha1.APIServerPeer); e.Type != watch.Modified || p.Spec.ServerID != "kube-apiserver-b" {
+			t.Fatalf("peer event: %s %s", e.Type, p.Name)
+		}
+	}
+	if err := ts.srv.View.Publish(view(11, false)); err != nil {
+		t.Fatal(err)
+	}
+	if e := next(t, rw); e.Type != watch.Added || e.Object.(*v1alpha1.PeerRoutingTable).Name != "things0010.v1.example.com" {
+		t.Fatalf("first routing-table event after three flaps: %s %s, want only the sentinel", e.Type, e.Object.(*v1alpha1.PeerRoutingTable).Name)
+	}
+
+	// Reads still show readiness as it is now, in objects and in tables.
+	if rt := deployments(); rt.Status.ReadyPeers != 1 || readyOf(rt)["kube-apiserver-b"] || !readyOf(rt)["kube-apiserver-a"] {
+		t.Fatalf("b not ready: %+v", rt.Status)
+	}
+	accept := "application/json;as=Table;v=v1;g=meta.k8s.io"
+	code, body := ts.get(t, ts.admin(), "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables/deployments.v1.apps", "Accept", accept)
+	if code != http.StatusOK || !strings.Contains(body, `"1/2"`) {
+		t.Fatalf("table of deployments with b not ready: %d %s", code, body)
+	}
+	if err := ts.srv.View.Publish(view(11, true)); err != nil {
+		t.Fatal(err)
+	}
+	if rt := deployments(); rt.Status.ReadyPeers != 2 {
+		t.Fatalf("b ready again: %+v", rt.Status)
+	}
+	// The selector on membership keeps working.
+	notAll, err := c.PeerRoutingTables().List(ctx, metav1.ListOptions{FieldSelector: "status.servedByAll=false"})
+	if err != nil || len(notAll.Items) != 12 {
+		t.Fatalf("servedByAll=false after flaps: %d items, %v", len(notAll.Items), err)
+	}
+}
+
+// The merged discovery object is large at scale: a GET of it is
+// gzip-compressed for clients that accept gzip.
+func TestLargeDiscoveryObjectIsCompressed(t *testing.T) {
+	ts := startServer(t)
+	if err := ts.srv.View.Publish(view(3000, true)); err != nil {
+		t.Fatal(err)
+	}
+	path := "/apis/peerdiscovery.k8s.io/v1alpha1/peeraggregateddiscoveries/cluster"
+	code, plain := ts.get(t, ts.admin(), path, "Accept", "application/json")
+	if code != http.StatusOK || len(plain) < 128<<10 {
+		t.Fatalf("plain GET: %d, %d bytes (want over 128 KiB for this test)", code, len(plain))
+	}
+	code, zipped := ts.get(t, ts.admin(), path, "Accept", "application/json", "Accept-Encoding", "gzip")
+	if code != http.StatusOK || !strings.HasPrefix(zipped, "\x1f\x8b") || len(zipped) > len(plain)/3 {
+		t.Fatalf("gzip GET: %d, %d bytes of %d, gzip magic %v", code, len(zipped), len(plain), strings.HasPrefix(zipped, "\x1f\x8b"))
+	}
+	t.Logf("merged discovery object: %d bytes, %d gzip-compressed", len(plain), len(zipped))
+}

@@ -127,14 +127,12 @@ type DiscoveryDocument struct {
 	Items []apidiscoveryv2.APIGroupDiscovery `json:"items"`
 }
 
-// DiscoverySource is one peer's contribution to the merged view.
+// DiscoverySource is one peer's contribution to the merged view. The
+// peer's own document ETag is on its APIServerPeer (status.discoveryETag),
+// not here: a peer's document changing without changing the merged view
+// must not rewrite (and resend to every watcher) this large object.
 type DiscoverySource struct {
 	ServerID string `json:"serverID"`
-	// APIETag and APIsETag are the ETags of the peer's /api and /apis.
-	// +optional
-	APIETag string `json:"apiETag,omitempty"`
-	// +optional
-	APIsETag string `json:"apisETag,omitempty"`
 	// Stale is true when the peer's last good document was used.
 	// +optional
 	Stale bool `json:"stale,omitempty"`
@@ -180,7 +178,10 @@ type PeerRoutingTableStatus struct {
 	// +listMapKey=serverID
 	// +optional
 	Peers []RoutingPeer `json:"peers,omitempty"`
-	// ReadyPeers counts the Peers that are ready proxy targets.
+	// ReadyPeers counts the Peers that are ready proxy targets. It is
+	// filled in from the APIServerPeers when the object is read, not
+	// stored: a peer's readiness changing emits no PeerRoutingTable event
+	// (watch APIServerPeers for that).
 	ReadyPeers int32 `json:"readyPeers"`
 	// TotalPeers counts every known peer, serving the GVR or not.
 	TotalPeers int32 `json:"totalPeers"`
@@ -199,7 +200,8 @@ type PeerRoutingTableStatus struct {
 type RoutingPeer struct {
 	ServerID string `json:"serverID"`
 	Endpoint string `json:"endpoint"`
-	// Ready is true when requests may be proxied to it.
+	// Ready is true when requests may be proxied to it: the peer's Ready
+	// condition when the object was read (not stored; see ReadyPeers).
 	Ready bool `json:"ready"`
 	// Left is true when the peer has left and is kept until its tombstone
 	// expires (its GVRs answer 503, not 404).

@@ -3422,7 +3422,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_DiscoverySource(ref common.Reference
 	return common.OpenAPIDefinition{
 		Schema: spec.Schema{
 			SchemaProps: spec.SchemaProps{
-				Description: "DiscoverySource is one peer's contribution to the merged view.",
+				Description: "DiscoverySource is one peer's contribution to the merged view. The peer's own document ETag is on its APIServerPeer (status.discoveryETag), not here: a peer's document changing without changing the merged view must not rewrite (and resend to every watcher) this large object.",
 				Type:        []string{"object"},
 				Properties: map[string]spec.Schema{
 					"serverID": {
@@ -3430,19 +3430,6 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_DiscoverySource(ref common.Reference
 							Default: "",
 							Type:    []string{"string"},
 							Format:  "",
-						},
-					},
-					"apiETag": {
-						SchemaProps: spec.SchemaProps{
-							Description: "APIETag and APIsETag are the ETags of the peer's /api and /apis.",
-							Type:        []string{"string"},
-							Format:      "",
-						},
-					},
-					"apisETag": {
-						SchemaProps: spec.SchemaProps{
-							Type:   []string{"string"},
-							Format: "",
 						},
 					},
 					"stale": {
@@ -3768,7 +3755,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableStatus(ref common.Re
 					},
 					"readyPeers": {
 						SchemaProps: spec.SchemaProps{
-							Description: "ReadyPeers counts the Peers that are ready proxy targets.",
+							Description: "ReadyPeers counts the Peers that are ready proxy targets. It is filled in from the APIServerPeers when the object is read, not stored: a peer's readiness changing emits no PeerRoutingTable event (watch APIServerPeers for that).",
 							Default:     0,
 							Type:        []string{"integer"},
 							Format:      "int32",
@@ -4004,7 +3991,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_RoutingPeer(ref common.ReferenceCall
 					},
 					"ready": {
 						SchemaProps: spec.SchemaProps{
-							Description: "Ready is true when requests may be proxied to it.",
+							Description: "Ready is true when requests may be proxied to it: the peer's Ready condition when the object was read (not stored; see ReadyPeers).",
 							Default:     false,
 							Type:        []string{"boolean"},
 							Format:      "",

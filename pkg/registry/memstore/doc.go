@@ -6,10 +6,10 @@
 // embed a *Store for get, list and watch.
 //
 // resourceVersions come from a Clock shared by all stores of the process:
-// epoch<<32 | counter with a random epoch per process. Replicas compute the
-// same objects independently but with different resourceVersions; a
-// resourceVersion from another replica (another epoch) is answered with
-// 410 Gone, so an informer that reconnects to another replica relists.
+// epoch<<32 | counter. A following replica copies its leader's stores with
+// the same resourceVersions (Restore, Apply; see replica.go); a
+// resourceVersion from another timeline is answered with 410 Gone, so an
+// informer whose history was lost relists.
 //
 // Semantics decisions:
 //
@@ -33,8 +33,14 @@
 //     store lock: a watch from it replays exactly the later changes.
 //   - Watch errors about resourceVersion are returned from Watch (the REST
 //     layer answers with that status) rather than as an ERROR event.
-//   - WatcherBuffer counts Replace calls (one queue entry per Replace that
-//     changed something), so one large Replace does not end every watcher.
+//   - Memory is bounded by bytes and time: the history keeps HistoryWindow
+//     (75 s) and at most HistoryBytes of superseded objects (estimated by
+//     objectSize); a watcher is ended when its queue passes WatcherBuffer
+//     Replace calls or WatcherBufferBytes (one Replace is always accepted,
+//     so one large Replace does not end every watcher). Queued changes and
+//     their encodings are shared by all watchers (cachedObject).
+//   - Config.Decorate fills fields derived at read time (on a copy): the
+//     ViewStore completes routing tables' readiness this way.
 //   - An alpha shard selector is honoured when ShardedListAndWatch is on,
 //     as the generic registry does.
 package memstore

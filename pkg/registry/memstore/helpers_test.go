@@ -10,6 +10,7 @@ import (
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/component-base/metrics/testutil"
 )
 
 const (
@@ -132,6 +133,7 @@ func next(t testing.TB, w watch.Interface) watch.Event {
 		if !ok {
 			t.Fatal("watch closed, wanted an event")
 		}
+		e.Object = Unwrap(e.Object)
 		return e
 	case <-time.After(eventually):
 		t.Fatal("timed out waiting for a watch event")
@@ -173,6 +175,7 @@ func expectClosed(t testing.TB, w watch.Interface) []watch.Event {
 			if !ok {
 				return got
 			}
+			e.Object = Unwrap(e.Object)
 			got = append(got, e)
 		case <-deadline:
 			t.Fatalf("watch not closed after %v (%d events drained)", eventually, len(got))
@@ -198,3 +201,13 @@ func watcherCount(s *Store) int {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// terminatedCount reads the terminated-watchers counter of s's resource.
+func terminatedCount(t testing.TB, s *Store) float64 {
+	t.Helper()
+	v, err := testutil.GetCounterMetricValue(terminatedWatchers.WithLabelValues(s.resource.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -226,7 +227,7 @@ func (s *Store) replicaEntry(obj runtime.Object) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memstore %s: attributes of %q: %w", s.resource, m.GetName(), err)
 	}
-	return &entry{name: m.GetName(), obj: obj, labels: l, fields: f}, nil
+	return newStoredEntry(m.GetName(), obj, l, f), nil
 }
 
 // Restore makes the clock follow a leader from snap: every store of the
@@ -300,10 +301,10 @@ func (c *Clock) Restore(snap Snapshot) error {
 			continue
 		}
 		clear(s.history)
-		s.history, s.compactedRV = nil, lastRVs[i]
+		s.history, s.historyUsed, s.compactedRV = nil, 0, lastRVs[i]
 		s.items, s.lastRV = next[i], lastRVs[i]
 		for id, w := range s.watchers {
-			close(w.in)
+			w.endAfterQueue()
 			delete(s.watchers, id)
 		}
 	}
@@ -412,13 +413,14 @@ func (c *Clock) apply(b Batch, tl Timeline) error {
 	}
 	events := make([]*event, len(b.Changes))
 	last := c.cur.Load()
+	now := time.Now()
 	for i, ch := range b.Changes {
 		if ch.RV <= last || epochOf(ch.RV) != epochOf(last) && !onTimeline(tl, ch.RV) {
 			return fmt.Errorf("memstore %s: change at %d does not follow %d", s.resource, ch.RV, last)
 		}
 		last = ch.RV
 		prev := byName[ch.Name]
-		ev := &event{typ: ch.Type, rv: ch.RV, prev: prev, cur: prepared[i]}
+		ev := &event{typ: ch.Type, rv: ch.RV, prev: prev, cur: prepared[i], at: now}
 		switch {
 		case ch.Type == watch.Added && prev != nil, ch.Type != watch.Added && prev == nil:
 			return fmt.Errorf("memstore %s: %s of %q does not match this replica's state", s.resource, ch.Type, ch.Name)

@@ -29,9 +29,13 @@ import (
 )
 
 const (
-	defaultHistorySize      = 1000
-	defaultWatcherBuffer    = 100
-	defaultBookmarkInterval = 10 * time.Second
+	// The history keeps about as long as the watch cache does (75 s), and
+	// never more than defaultHistoryBytes of superseded objects.
+	defaultHistoryWindow     = 75 * time.Second
+	defaultHistoryBytes      = 32 << 20
+	defaultWatcherBuffer     = 100
+	defaultWatcherBufferSize = 32 << 20
+	defaultBookmarkInterval  = 10 * time.Second
 
 	// tooLargeRetrySeconds is what the watch cache answers too: the client
 	// retries soon, by when (for a same-epoch RV) the store may have caught up.
@@ -54,17 +58,35 @@ type Config struct {
 	AttrFunc storage.AttrFunc
 	// Clock is shared by all stores of a process. Default: a private clock.
 	Clock *Clock
-	// HistorySize is the number of events kept for watch-from-RV replay
-	// and exact-RV lists. Default 1000.
-	HistorySize int
+	// The history serves watch-from-RV replay and exact-RV lists. An event
+	// leaves it when it is older than HistoryWindow (default 75 s), when
+	// the objects it alone keeps alive (the versions it superseded) and
+	// the later ones' exceed HistoryBytes (default 32 MiB), or when more
+	// than HistorySize events are kept (default: no count limit). A watch
+	// or exact list from before the oldest kept event gets 410.
+	HistoryWindow time.Duration
+	HistoryBytes  int64
+	HistorySize   int
 	// WatcherBuffer is the per-watcher queue length, counted in Replace
 	// calls that changed something (one Replace is one queue entry however
-	// many objects it changed). A watcher whose queue is full is ended.
-	// Default 100.
-	WatcherBuffer int
+	// many objects it changed); WatcherBufferBytes bounds the objects those
+	// entries hold (a single entry is always accepted). A watcher over
+	// either is ended at once: it resumes from the last resourceVersion it
+	// received. Defaults 100 and 32 MiB. Queues share the events, so all
+	// watchers together hold no more than the fullest one.
+	WatcherBuffer      int
+	WatcherBufferBytes int64
+	// Decorate, when set, completes a private copy of an object each time
+	// it is read (Get, List, watch events): for fields that are derived at
+	// read time rather than stored. A watch event is decorated once, when
+	// first delivered, and shared by all its watchers.
+	Decorate func(runtime.Object)
 	// BookmarkInterval is the period of BOOKMARK events for watchers that
 	// allow them. Default 10s.
 	BookmarkInterval time.Duration
+
+	// since measures event age for the history window; tests replace it.
+	since func(time.Time) time.Duration
 }
 
 // entry is one stored object. Entries are immutable once published: Replace
@@ -74,6 +96,12 @@ type entry struct {
 	obj    runtime.Object
 	labels labels.Set
 	fields fields.Set
+	// size estimates the bytes the entry holds (objectSize + overhead).
+	size int64
+}
+
+func newStoredEntry(name string, obj runtime.Object, l labels.Set, f fields.Set) *entry {
+	return &entry{name: name, obj: obj, labels: l, fields: f, size: objectSize(obj) + entryOverhead + 2*int64(len(name))}
 }
 
 // event is one change. For ADDED prev is nil, for DELETED cur is nil.
@@ -83,6 +111,29 @@ type event struct {
 	rv   uint64
 	cur  *entry
 	prev *entry
+	// at is when the event was made: the history keeps HistoryWindow.
+	at time.Time
+}
+
+// historyBytes is what keeping ev in the history costs: the version it
+// superseded (nothing else refers to it), and the event itself.
+func (ev *event) historyBytes() int64 {
+	if ev.prev == nil {
+		return entryOverhead
+	}
+	return entryOverhead + ev.prev.size
+}
+
+// queueBytes is what a queued event holds alive at most: both versions.
+func (ev *event) queueBytes() int64 {
+	var n int64 = entryOverhead
+	if ev.cur != nil {
+		n += ev.cur.size
+	}
+	if ev.prev != nil {
+		n += ev.prev.size
+	}
+	return n
 }
 
 // Store is an in-memory, watchable, read-only-from-clients object store with
@@ -93,10 +144,15 @@ type Store struct {
 	newListFunc  func() runtime.Object
 	attrFunc     storage.AttrFunc
 	clock        *Clock
+	decorate     func(runtime.Object)
 	historySize  int
+	historyBytes int64
+	historyAge   time.Duration
 	bufferSize   int
+	bufferBytes  int64
 	bookmarkTick time.Duration
 	now          func() time.Time // for creationTimestamp; tests replace it
+	since        func(time.Time) time.Duration
 
 	// replaceMu serialises Replace so the expensive diff runs without mu:
 	// only Replace changes items, so the state it diffs against stays put.
@@ -112,6 +168,7 @@ type Store struct {
 	// the newest event dropped from it (0: none). A watch from X is
 	// servable iff X >= compactedRV: every event after X is kept.
 	history     []*event
+	historyUsed int64 // Σ historyBytes of history
 	compactedRV uint64
 	watchers    map[uint64]*watcher
 	nextWatcher uint64
@@ -133,12 +190,17 @@ func New(cfg Config) *Store {
 		newListFunc:  cfg.NewListFunc,
 		attrFunc:     cfg.AttrFunc,
 		clock:        cfg.Clock,
+		decorate:     cfg.Decorate,
 		historySize:  cfg.HistorySize,
+		historyBytes: cfg.HistoryBytes,
+		historyAge:   cfg.HistoryWindow,
 		bufferSize:   cfg.WatcherBuffer,
+		bufferBytes:  cfg.WatcherBufferBytes,
 		bookmarkTick: cfg.BookmarkInterval,
 		watchers:     map[uint64]*watcher{},
 		done:         make(chan struct{}),
 		now:          time.Now,
+		since:        cfg.since,
 	}
 	if s.attrFunc == nil {
 		s.attrFunc = storage.DefaultClusterScopedAttr
@@ -146,12 +208,22 @@ func New(cfg Config) *Store {
 	if s.clock == nil {
 		s.clock = NewClock()
 	}
-	if s.historySize <= 0 {
-		s.historySize = defaultHistorySize
+	if s.since == nil {
+		s.since = time.Since
+	}
+	if s.historyBytes <= 0 {
+		s.historyBytes = defaultHistoryBytes
+	}
+	if s.historyAge <= 0 {
+		s.historyAge = defaultHistoryWindow
 	}
 	if s.bufferSize <= 0 {
 		s.bufferSize = defaultWatcherBuffer
 	}
+	if s.bufferBytes <= 0 {
+		s.bufferBytes = defaultWatcherBufferSize
+	}
+	registerMetrics()
 	if s.bookmarkTick <= 0 {
 		s.bookmarkTick = defaultBookmarkInterval
 	}
@@ -331,8 +403,9 @@ func (s *Store) Replace(objs []runtime.Object) {
 		utilruntime.HandleError(fmt.Errorf("memstore %s: Replace on a following replica ignored", s.resource))
 		return
 	}
+	now := time.Now()
 	for _, ev := range changes {
-		ev.rv = c.nextLocked()
+		ev.rv, ev.at = c.nextLocked(), now
 		if ev.cur != nil {
 			// Not yet published: nobody else can see ev.cur.obj.
 			if err := versioner.UpdateObject(ev.cur.obj, ev.rv); err != nil {
@@ -356,7 +429,7 @@ func (s *Store) newEntry(c candidate) (*entry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("memstore %s: Replace: attributes of %q: %w, skipped", s.resource, c.name, err)
 	}
-	return &entry{name: c.name, obj: obj, labels: l, fields: f}, nil
+	return newStoredEntry(c.name, obj, l, f), nil
 }
 
 // shallowCopy copies the top-level struct of a *T object; other shapes
@@ -381,13 +454,52 @@ func equal(a, b runtime.Object) bool {
 
 func (s *Store) appendHistoryLocked(changes []*event) {
 	s.history = append(s.history, changes...)
-	if drop := len(s.history) - s.historySize; drop > 0 {
+	for _, ev := range changes {
+		s.historyUsed += ev.historyBytes()
+	}
+	s.trimHistoryLocked()
+}
+
+// trimHistoryLocked drops the oldest events beyond the window, the byte
+// budget or the count. The newest event always stays: a watch from the
+// current resourceVersion never needs it, and dropping it would gain
+// nothing but a 410 for the RV just before it.
+func (s *Store) trimHistoryLocked() {
+	drop := 0
+	used := s.historyUsed
+	for drop < len(s.history)-1 {
+		ev := s.history[drop]
+		if used <= s.historyBytes && s.since(ev.at) <= s.historyAge &&
+			(s.historySize <= 0 || len(s.history)-drop <= s.historySize) {
+			break
+		}
+		used -= ev.historyBytes()
+		drop++
+	}
+	if drop > 0 {
 		s.compactedRV = s.history[drop-1].rv
+		s.historyUsed = used
 		// Clear the dropped slots so they do not pin old objects until the
 		// next reallocation. Safe: replay copies the slice under the lock.
 		clear(s.history[:drop])
 		s.history = s.history[drop:]
 	}
+	historyBytesGauge.WithLabelValues(s.resource.String()).Set(float64(s.historyUsed))
+	historyEventsGauge.WithLabelValues(s.resource.String()).Set(float64(len(s.history)))
+}
+
+// expireHistory drops events older than the window when no change came to
+// push them out.
+func (s *Store) expireHistory() {
+	s.mu.RLock()
+	stale := len(s.history) > 1 && s.since(s.history[0].at) > s.historyAge
+	s.mu.RUnlock()
+	if !stale {
+		return
+	}
+	s.mu.Lock()
+	s.trimHistoryLocked()
+	s.mu.Unlock()
 }
 
 // Get returns a copy of the named object. opts.ResourceVersion, if set, is
@@ -412,7 +524,11 @@ func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (
 	if e == nil {
 		return nil, apierrors.NewNotFound(s.resource, name)
 	}
-	return e.obj.DeepCopyObject(), nil
+	obj := e.obj.DeepCopyObject()
+	if s.decorate != nil {
+		s.decorate(obj)
+	}
+	return obj, nil
 }
 
 func (s *Store) findLocked(name string) *entry {
@@ -486,6 +602,11 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 		return nil, apierrors.NewInternalError(err)
 	}
 	list := scratch.DeepCopyObject()
+	if s.decorate != nil {
+		if err := meta.EachListItem(list, func(o runtime.Object) error { s.decorate(o); return nil }); err != nil {
+			return nil, apierrors.NewInternalError(err)
+		}
+	}
 	if err := versioner.UpdateList(list, listRV, "", nil); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}

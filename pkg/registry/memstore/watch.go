@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,12 +35,14 @@ import (
 //
 // Events are filtered like the watch cache does: an object that stops
 // matching the selectors arrives as DELETED (its last matching content, at
-// the event's RV), one that starts matching as ADDED. Each watcher gets
-// its own copies. The watch ends when ctx is done, after opts.TimeoutSeconds,
-// on Stop of the watch or of the store, or when the watcher falls
-// WatcherBuffer changes behind: then the changes already queued are
-// delivered and the result channel is closed, so the client watches again
-// from its last RV while the writer and other watchers never wait.
+// the event's RV), one that starts matching as ADDED. Event objects are
+// runtime.CacheableObjects shared by every watcher of a live change (see
+// Unwrap): each is converted and encoded once per content type. The watch
+// ends when ctx is done, after opts.TimeoutSeconds, on Stop of the watch or
+// of the store, or when the watcher falls more than WatcherBuffer changes
+// or WatcherBufferBytes behind: then it is ended at once, dropping what it
+// had queued, so the client watches again from its last RV while the
+// writer and other watchers never wait.
 func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
 	if opts == nil {
 		opts = &metainternalversion.ListOptions{}
@@ -59,7 +62,7 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 		s:         s,
 		pred:      pred,
 		bookmarks: pred.AllowWatchBookmarks,
-		in:        make(chan []*event, s.bufferSize),
+		in:        make(chan *queued, s.bufferSize),
 		result:    make(chan watch.Event),
 		stopCh:    make(chan struct{}),
 	}
@@ -114,19 +117,97 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 	return w, nil
 }
 
-// dispatchLocked hands one Replace's events to every watcher without
-// blocking. A watcher with a full queue is ended: closing its queue lets it
-// deliver what it already has, then close its result channel.
-func (s *Store) dispatchLocked(batch []*event) {
-	for id, w := range s.watchers {
-		select {
-		case w.in <- batch:
-		default:
-			close(w.in)
-			delete(s.watchers, id)
-			klog.V(1).InfoS("memstore: ending slow watcher", "resource", s.resource.String(), "watcher", id, "buffer", s.bufferSize)
+// delivery is one event as watchers receive it. A live change's deliveries
+// are shared by all watchers of the store, so its objects are copied,
+// decorated and encoded once however many watchers get them.
+type delivery struct {
+	s  *Store
+	ev *event
+
+	curOnce sync.Once
+	cur     runtime.Object
+	delOnce sync.Once
+	del     runtime.Object
+}
+
+// current is the event's new object.
+func (d *delivery) current() runtime.Object {
+	d.curOnce.Do(func() { d.cur = d.s.readable(d.ev.cur.obj, 0) })
+	return d.cur
+}
+
+// deleted is the last content before the event, at the event's RV.
+func (d *delivery) deleted() runtime.Object {
+	d.delOnce.Do(func() { d.del = d.s.readable(d.ev.prev.obj, d.ev.rv) })
+	return d.del
+}
+
+// readable is a stored object as readers get it: decorated, at rv when
+// rv is not 0, wrapped so its encodings are cached. Only a changed or
+// decorated object is copied; the wrapper hands encoders a copy anyway.
+func (s *Store) readable(obj runtime.Object, rv uint64) runtime.Object {
+	if s.decorate != nil || rv != 0 {
+		obj = obj.DeepCopyObject()
+		if rv != 0 {
+			if err := versioner.UpdateObject(obj, rv); err != nil {
+				utilruntime.HandleError(fmt.Errorf("memstore %s: %w", s.resource, err))
+			}
+		}
+		if s.decorate != nil {
+			s.decorate(obj)
 		}
 	}
+	return newCachedObject(obj)
+}
+
+// queued is one queue entry: a Replace's events, or a bookmark.
+type queued struct {
+	items []*delivery
+	bytes int64
+}
+
+func (s *Store) newQueued(events []*event) *queued {
+	q := &queued{items: make([]*delivery, len(events))}
+	for i, ev := range events {
+		q.items[i] = &delivery{s: s, ev: ev}
+		q.bytes += ev.queueBytes()
+	}
+	return q
+}
+
+// dispatchLocked hands one Replace's events to every watcher without
+// blocking. A watcher whose queue is full, in entries or in bytes, is
+// ended at once.
+func (s *Store) dispatchLocked(batch []*event) {
+	if len(s.watchers) == 0 {
+		return
+	}
+	q := s.newQueued(batch)
+	for id, w := range s.watchers {
+		if used := w.queuedBytes.Add(q.bytes); used > q.bytes && used > s.bufferBytes {
+			w.queuedBytes.Add(-q.bytes)
+			s.terminateLocked(id, w, "bytes", used)
+			continue
+		}
+		select {
+		case w.in <- q:
+		default:
+			w.queuedBytes.Add(-q.bytes)
+			s.terminateLocked(id, w, "entries", int64(len(w.in)))
+		}
+	}
+}
+
+// terminateLocked ends a watcher that does not keep up: it drops what it
+// queued (the client resumes from the last RV it received, from the
+// history or by relisting) so it never holds memory the others freed.
+func (s *Store) terminateLocked(id uint64, w *watcher, over string, used int64) {
+	delete(s.watchers, id)
+	w.stopNow()
+	close(w.in)
+	terminatedWatchers.WithLabelValues(s.resource.String()).Inc()
+	klog.V(1).InfoS("memstore: ending a watcher that does not keep up", "resource", s.resource.String(), "watcher", id,
+		"over", over, "queued", used, "limitEntries", s.bufferSize, "limitBytes", s.bufferBytes)
 }
 
 func (s *Store) forget(id uint64) {
@@ -144,6 +225,7 @@ func (s *Store) bookmarkLoop() {
 			return
 		case <-t.C:
 			s.sendBookmarks()
+			s.expireHistory()
 		}
 	}
 }
@@ -156,13 +238,14 @@ func (s *Store) bookmarkLoop() {
 func (s *Store) sendBookmarks() {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var batch []*event
+	var batch *queued
 	for _, w := range s.watchers {
 		if !w.bookmarks {
 			continue
 		}
 		if batch == nil {
-			batch = []*event{{typ: watch.Bookmark, rv: s.clock.Current()}}
+			batch = s.newQueued([]*event{{typ: watch.Bookmark, rv: s.clock.Current()}})
+			batch.bytes = 0
 		}
 		select {
 		case w.in <- batch:
@@ -191,9 +274,12 @@ type watcher struct {
 	bookmarks bool
 
 	// in is written only under s.mu (dispatch under the write lock,
-	// bookmarks under the read lock) and closed only by dispatchLocked.
-	in     chan []*event
-	result chan watch.Event
+	// bookmarks under the read lock) and closed only under the write lock
+	// when the watcher leaves the store's set. queuedBytes is the
+	// estimated size of what in holds.
+	in          chan *queued
+	queuedBytes atomic.Int64
+	result      chan watch.Event
 
 	stopCh   chan struct{}
 	stopOnce sync.Once
@@ -212,21 +298,42 @@ func (w *watcher) Stop() { w.stopNow() }
 
 func (w *watcher) stopNow() { w.stopOnce.Do(func() { close(w.stopCh) }) }
 
+// endAfterQueue ends the watch after what it has queued (the caller holds
+// the store's write lock and removes it from the store's set).
+func (w *watcher) endAfterQueue() { close(w.in) }
+
+// drain drops what is still queued, once the watcher left the store's set
+// (nothing is sent to it any more): a watch value its consumer keeps must
+// not keep the events alive.
+func (w *watcher) drain() {
+	for {
+		select {
+		case _, ok := <-w.in:
+			if !ok {
+				return
+			}
+		default:
+			return
+		}
+	}
+}
+
 func (w *watcher) run() {
 	defer close(w.result)
 	defer w.cancel()
+	defer w.drain()
 	defer w.s.forget(w.id)
 
 	for _, e := range w.snapshot {
 		if matchEntry(&w.pred, e) {
-			if !w.send(watch.Event{Type: watch.Added, Object: e.obj.DeepCopyObject()}) {
+			if !w.send(watch.Event{Type: watch.Added, Object: w.s.readable(e.obj, 0)}) {
 				return
 			}
 		}
 	}
 	w.snapshot = nil
 	for _, ev := range w.replay {
-		if !w.deliver(ev) {
+		if !w.deliver(&delivery{s: w.s, ev: ev}) {
 			return
 		}
 	}
@@ -238,12 +345,13 @@ func (w *watcher) run() {
 	}
 	for {
 		select {
-		case batch, ok := <-w.in:
+		case q, ok := <-w.in:
 			if !ok {
-				return // ended as too slow; everything queued was delivered
+				return // ended; what was queued before was delivered
 			}
-			for _, ev := range batch {
-				if !w.deliver(ev) {
+			w.queuedBytes.Add(-q.bytes)
+			for _, d := range q.items {
+				if !w.deliver(d) {
 					return
 				}
 			}
@@ -256,7 +364,8 @@ func (w *watcher) run() {
 }
 
 // deliver converts a stored event for this watcher's selectors.
-func (w *watcher) deliver(ev *event) bool {
+func (w *watcher) deliver(d *delivery) bool {
+	ev := d.ev
 	if ev.typ == watch.Bookmark {
 		if !w.bookmarks {
 			return true
@@ -267,17 +376,13 @@ func (w *watcher) deliver(ev *event) bool {
 	prev := ev.prev != nil && matchEntry(&w.pred, ev.prev)
 	switch {
 	case cur && prev:
-		return w.send(watch.Event{Type: watch.Modified, Object: ev.cur.obj.DeepCopyObject()})
+		return w.send(watch.Event{Type: watch.Modified, Object: d.current()})
 	case cur:
-		return w.send(watch.Event{Type: watch.Added, Object: ev.cur.obj.DeepCopyObject()})
+		return w.send(watch.Event{Type: watch.Added, Object: d.current()})
 	case prev:
 		// Deleted, or no longer matching: the last content the watcher was
 		// entitled to see, at the event's RV (as the watch cache does).
-		obj := ev.prev.obj.DeepCopyObject()
-		if err := versioner.UpdateObject(obj, ev.rv); err != nil {
-			utilruntime.HandleError(fmt.Errorf("memstore %s: %w", w.s.resource, err))
-		}
-		return w.send(watch.Event{Type: watch.Deleted, Object: obj})
+		return w.send(watch.Event{Type: watch.Deleted, Object: d.deleted()})
 	}
 	return true
 }

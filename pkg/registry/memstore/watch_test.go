@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
 )
@@ -275,6 +277,8 @@ func TestPeriodicBookmarks(t *testing.T) {
 func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
 	const buffer = 3
 	s := newWidgetStore(t, func(c *Config) { c.WatcherBuffer = buffer })
+	before := s.ResourceVersion()
+	terminated := terminatedCount(t, s)
 	slow := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
 	fast := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
 
@@ -291,6 +295,7 @@ func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
 			}
 			select {
 			case e, ok := <-fast.ResultChan():
+				e.Object = Unwrap(e.Object)
 				if got := summarize(e); !ok || got != want {
 					writer <- fmt.Errorf("fast watcher event %d: %+v (open %v), want %+v", i, got, ok, want)
 					return
@@ -310,21 +315,46 @@ func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
 	case <-time.After(2 * eventually):
 		t.Fatal("writer blocked by a slow watcher")
 	}
-	// The slow one gets what was queued before it fell behind (in order, no
-	// gap), then its channel closes so the client re-watches.
-	got := expectClosed(t, slow)
-	if len(got) == 0 || len(got) > buffer+1 {
-		t.Fatalf("slow watcher drained %d events, want 1..%d", len(got), buffer+1)
-	}
-	for i, e := range got {
-		if c := summarize(e).Color; c != strconv.Itoa(i) {
-			t.Fatalf("slow watcher event %d has color %s", i, c)
-		}
+	// The slow one is ended at once, dropping what it queued (it never
+	// read, so it never received anything), and counted.
+	if got := expectClosed(t, slow); len(got) != 0 {
+		t.Fatalf("a terminated watcher delivered %d queued events, want none", len(got))
 	}
 	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
-	// It can resume from its last RV.
-	w := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: strconv.FormatUint(rvOf(t, got[len(got)-1].Object), 10)})
-	expectEvents(t, w, ev{watch.Modified, "a", strconv.Itoa(len(got))})
+	if got := terminatedCount(t, s) - terminated; got != 1 {
+		t.Fatalf("terminated watchers metric grew by %v, want 1", got)
+	}
+	// Its client resumes from the last RV it received and misses nothing.
+	w := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: strconv.FormatUint(before, 10)})
+	want := []ev{{watch.Added, "a", "0"}}
+	for i := 1; i < changes; i++ {
+		want = append(want, ev{watch.Modified, "a", strconv.Itoa(i)})
+	}
+	expectEvents(t, w, want...)
+}
+
+func TestWatcherOverItsByteBudgetIsEnded(t *testing.T) {
+	// Room for many entries but few bytes: one large change is always
+	// accepted, the second queued one is not.
+	s := newWidgetStore(t, func(c *Config) { c.WatcherBuffer = 100; c.WatcherBufferBytes = 64 << 10 })
+	slow := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
+	live := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
+	big := func(color string) runtime.Object {
+		w := wid("a", color)
+		w.Spec.Tags = []string{strings.Repeat("x", 40<<10)}
+		return w
+	}
+	for i := range 3 {
+		s.Replace([]runtime.Object{big(strconv.Itoa(i))})
+		nextNonBookmark(t, live)
+	}
+	if got := expectClosed(t, slow); len(got) != 0 {
+		t.Fatalf("a terminated watcher delivered %d events, want none", len(got))
+	}
+	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
+	// The one that kept up is still served.
+	s.Replace([]runtime.Object{big("3")})
+	expectEvents(t, live, ev{watch.Modified, "a", "3"})
 }
 
 func TestWatchEnds(t *testing.T) {
@@ -474,7 +504,7 @@ func TestConcurrentWatchersStayConsistent(t *testing.T) {
 			}
 			defer w.Stop()
 			for e := range w.ResultChan() {
-				wdg := e.Object.(*Widget)
+				wdg := Unwrap(e.Object).(*Widget)
 				rv, err := strconv.ParseUint(wdg.ResourceVersion, 10, 64)
 				if err != nil {
 					res.err = err

@@ -61,3 +61,9 @@ func PeerReady(p *api.APIServerPeer) bool {
 	}
 	return false
 }
+
+// PeerRoutable reports whether requests may be proxied to the peer: ready
+// and not departed (the rule routing.PeerFromObject applies).
+func PeerRoutable(p *api.APIServerPeer) bool {
+	return PeerReady(p) && p.Status.LeftTime == nil
+}

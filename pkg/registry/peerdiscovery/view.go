@@ -57,6 +57,13 @@ type ViewStore struct {
 	// pending is the engine's latest view while this replica follows: it
 	// is published the moment the replica leads.
 	pending *View
+
+	// routable caches which peers are ready proxy targets, by server ID,
+	// as of the peers store at routableRV: routing tables are completed
+	// from it at read time (decorateRoute).
+	routableMu sync.Mutex
+	routable   map[string]bool
+	routableRV uint64
 }
 
 var _ Publisher = &ViewStore{}
@@ -80,7 +87,7 @@ func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock, standby bool
 		NewFunc: func() runtime.Object { return &api.PeerAggregatedDiscovery{} }, NewListFunc: func() runtime.Object { return &api.PeerAggregatedDiscoveryList{} },
 	})
 	v.routes = memstore.New(memstore.Config{
-		Resource: api.Resource("peerroutingtables"), Clock: rvClock, AttrFunc: routingTableAttrs,
+		Resource: api.Resource("peerroutingtables"), Clock: rvClock, AttrFunc: routingTableAttrs, Decorate: v.decorateRoute,
 		NewFunc: func() runtime.Object { return &api.PeerRoutingTable{} }, NewListFunc: func() runtime.Object { return &api.PeerRoutingTableList{} },
 	})
 	return v
@@ -114,6 +121,7 @@ func (v *ViewStore) publish(view View) error {
 		if err := v1alpha1.Convert_v1alpha1_PeerRoutingTable_To_peerdiscovery_PeerRoutingTable(&view.Routes[i], out, nil); err != nil {
 			return fmt.Errorf("converting PeerRoutingTable %q: %w", view.Routes[i].Name, err)
 		}
+		stripReadiness(out)
 		routes = append(routes, out)
 	}
 	var discovery []runtime.Object
@@ -237,6 +245,68 @@ func (v *ViewStore) MarkReplicated() {
 	v.mu.Lock()
 	v.lastPublish = v.clock.Now()
 	v.mu.Unlock()
+}
+
+// Readiness is not stored in routing tables. A peer turning NotReady and
+// back would otherwise rewrite every table naming it (thousands of events
+// that flush the watch history and make every filter relist) where one
+// APIServerPeer changes. The stored tables carry membership only; reads
+// complete status.readyPeers and status.peers[].ready from the peers as
+// they are at read time. The filter and RouteReview take readiness from
+// the APIServerPeers, as before.
+func stripReadiness(t *api.PeerRoutingTable) {
+	t.Status.ReadyPeers = 0
+	if len(t.Status.Peers) == 0 {
+		return
+	}
+	// The converted slice may share memory with the engine's view.
+	peers := make([]api.RoutingPeer, len(t.Status.Peers))
+	copy(peers, t.Status.Peers)
+	for i := range peers {
+		peers[i].Ready = false
+	}
+	t.Status.Peers = peers
+}
+
+// decorateRoute completes a private copy of a stored routing table with the
+// readiness of its peers now.
+func (v *ViewStore) decorateRoute(obj runtime.Object) {
+	t, ok := obj.(*api.PeerRoutingTable)
+	if !ok {
+		return
+	}
+	routable := v.routablePeers()
+	t.Status.ReadyPeers = 0
+	for i := range t.Status.Peers {
+		p := &t.Status.Peers[i]
+		p.Ready = routable[p.ServerID] && !p.Left
+		if p.Ready {
+			t.Status.ReadyPeers++
+		}
+	}
+}
+
+// routablePeers returns the ready proxy targets by server ID, rebuilt when
+// the peers store changed.
+func (v *ViewStore) routablePeers() map[string]bool {
+	rv := v.peers.ResourceVersion()
+	v.routableMu.Lock()
+	defer v.routableMu.Unlock()
+	if v.routable != nil && v.routableRV == rv {
+		return v.routable
+	}
+	l, err := v.peers.List(context.Background(), nil)
+	if err != nil {
+		// No state yet (a standby replica): nothing is ready.
+		return map[string]bool{}
+	}
+	items := l.(*api.APIServerPeerList).Items
+	m := make(map[string]bool, len(items))
+	for i := range items {
+		m[items[i].Spec.ServerID] = PeerRoutable(&items[i])
+	}
+	v.routable, v.routableRV = m, rv
+	return m
 }
 
 func routingPointers(routes []v1alpha1.PeerRoutingTable) []*v1alpha1.PeerRoutingTable {
