@@ -32,6 +32,9 @@ step "scale tests: 5 peers x 5,000 GVRs (no race detector, which multiplies memo
 go test -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 \
   | tee "${OUTPUT_DIR}/scale-test.log" | grep -E '^(--- |ok|FAIL|PASS)|scale:|heap'
 
+step "test dependencies (the Kubernetes Python client)"
+hack/install-test-deps.sh
+
 step "integration and end-to-end tests on real binaries (race detector)"
 # These packages start real etcd and kube-apiservers from _output/bin in
 # network namespaces of their own; PEERDISCOVERY_E2E=1 turns them on. One

@@ -543,8 +543,11 @@ func (c *Client) OpenAPIV3WithContext(ctx context.Context) openapi.ClientWithCon
 // OpenAPIV3 is the connected server's OpenAPI v3 client.
 func (c *Client) OpenAPIV3() openapi.Client { return c.legacy.OpenAPIV3() }
 
-// WithLegacy is the connected server's legacy-format discovery client (one
-// server's view: the legacy format has no merged equivalent).
+// WithLegacy is the connected server's legacy-format discovery client. A
+// kube-apiserver with the filter answers the legacy endpoints (/apis,
+// /apis/<group>, /apis/<group>/<version>) for the whole cluster, so it
+// finds the same GVRs as the merged view (test/discoverycheck checks it);
+// a server without the filter gives its own view.
 func (c *Client) WithLegacy() discovery.DiscoveryInterface { return c.legacy.WithLegacy() }
 
 // WithLegacyWithContext is WithLegacy.

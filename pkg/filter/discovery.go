@@ -25,18 +25,21 @@ func init() {
 	metav1.AddToGroupVersion(discoveryScheme, metav1.SchemeGroupVersion)
 }
 
-// peerDiscovery serves the peer-aggregated /apis and /api: the merged
-// PeerAggregatedDiscovery combined with this server's live local view, so
-// a CRD created here shows at once. A request with profile=nopeer gets the
-// local view from the chain, as upstream.
+// peerDiscovery serves the peer-aggregated discovery documents: /apis and
+// /api (aggregated, v2) are the merged PeerAggregatedDiscovery combined
+// with this server's live local view, so a CRD created here shows at once;
+// the legacy /apis, /apis/<group> and resource lists are derived from the
+// same combined view (legacy.go). A request with profile=nopeer, or with
+// X-Kubernetes-Peer-Proxied, gets the local view from the chain.
 type peerDiscovery struct {
 	local *localDiscovery
 	state *routingState
 
-	mu   sync.Mutex
-	key  cacheKey
-	apis servedDoc
-	api  servedDoc
+	mu     sync.Mutex
+	key    cacheKey
+	apis   servedDoc
+	api    servedDoc
+	legacy *legacyView
 }
 
 type cacheKey struct {
@@ -53,23 +56,50 @@ func newPeerDiscovery(local *localDiscovery, state *routingState) *peerDiscovery
 	return &peerDiscovery{local: local, state: state}
 }
 
-// serve answers /api and /apis when the client asked for aggregated
-// discovery v2 without profile=nopeer and the caches are synced. It returns
-// false to let the chain answer.
-func (d *peerDiscovery) serve(w http.ResponseWriter, r *http.Request, self string) bool {
-	if d == nil || r.Method != http.MethodGet || (r.URL.Path != "/apis" && r.URL.Path != "/api") {
-		return false
-	}
+// serveRoot answers /api and /apis: the aggregated v2 form unless the
+// client asked for profile=nopeer, else the legacy /apis. The legacy /api
+// (APIVersions: v1 only, served by every server) is the chain's. It
+// returns false to let the chain answer.
+func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self string) bool {
 	mt, ok := negotiation.NegotiateMediaTypeOptions(r.Header.Get("Accept"), discoveryCodecs.SupportedMediaTypes(), aggregated.DiscoveryEndpointRestrictions)
-	if !ok || !aggregated.IsAggregatedDiscoveryGVK(mt.Convert) || mt.Convert.Version != "v2" || mt.Profile == "nopeer" {
+	if ok && aggregated.IsAggregatedDiscoveryGVK(mt.Convert) {
+		if mt.Convert.Version != "v2" || mt.Profile == "nopeer" {
+			return false
+		}
+		doc, ok := d.document(r.URL.Path == "/apis", self)
+		if !ok {
+			return false
+		}
+		discoveryServed(endpointAggregated, sourceMerged)
+		aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, discoveryCodecs, w, r)
+		return true
+	}
+	if r.URL.Path != "/apis" {
 		return false
 	}
-	doc, ok := d.document(r.URL.Path == "/apis", self)
-	if !ok {
+	// An Accept that neither form can serve (an aggregated version this
+	// filter does not merge) gets the chain's answer.
+	if _, _, err := negotiation.NegotiateOutputMediaType(r, legacyCodecs, negotiation.DefaultEndpointRestrictions); err != nil {
 		return false
 	}
-	aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, discoveryCodecs, w, r)
+	v := d.legacyView(self)
+	if v == nil {
+		return false
+	}
+	discoveryServed(endpointGroupList, sourceMerged)
+	serveLegacyObject(w, r, servedObject{obj: v.groups, etag: v.etag("", v.groups)})
 	return true
+}
+
+// legacyView returns the legacy form of the combined view, or nil before
+// the caches have one.
+func (d *peerDiscovery) legacyView(self string) *legacyView {
+	if _, ok := d.document(true, self); !ok {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.legacy
 }
 
 // document returns the combined document, recomputed only when the local
@@ -86,6 +116,7 @@ func (d *peerDiscovery) document(apis bool, self string) (servedDoc, bool) {
 	if d.key != key || d.apis.list == nil {
 		d.apis = combine(local.apis, merged.Status.APIs.Items, merged.Status.APIs.ETag, self)
 		d.api = combine(local.api, merged.Status.API.Items, merged.Status.API.ETag, self)
+		d.legacy = newLegacyView(d.api.list.Items, d.apis.list.Items, local)
 		d.key = key
 	}
 	if apis {

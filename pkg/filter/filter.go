@@ -154,6 +154,8 @@ type Filter struct {
 	local     *localDiscovery
 	state     *routingState
 	discovery *peerDiscovery
+	// openAPIRoots caches peers' /openapi/v3 documents.
+	openAPIRoots peerOpenAPIRoots
 
 	started atomic.Bool
 	// syncDeadline is when the post-start hook ran plus SyncGracePeriod
@@ -320,7 +322,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !info.IsResourceRequest {
-		if f.discovery.serve(w, r, f.serverID) {
+		if f.serveDiscovery(w, r, h.next) {
 			return
 		}
 		h.next.ServeHTTP(w, r)

@@ -90,7 +90,7 @@ func TestHandlerDecisions(t *testing.T) {
 		inGrace bool
 	}{
 		{"non-resource request", "/healthz", nil, false, local, false},
-		{"discovery without peer-aggregated accept", "/apis", nil, false, local, false},
+		{"discovery of this server's own view", "/apis", http.Header{PeerProxiedHeader: {"true"}}, false, local, false},
 		{"served locally", "/api/v1/namespaces/ns1/pods/p1", nil, false, local, false},
 		{"cluster-wide", "/apis/crd.example.com/v1/things", nil, false, local, false},
 		{"already proxied (loop header)", "/apis/example.com/v1/namespaces/ns1/widgets", http.Header{PeerProxiedHeader: {"true"}}, false, local, false},

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/authenticator"
 	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/user"
+	endpointsfilters "k8s.io/apiserver/pkg/endpoints/filters"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
@@ -71,6 +72,8 @@ type localChain struct {
 	calls atomic.Int32
 	mu    sync.Mutex
 	paths []string
+	// respond, when set, answers instead of the 404.
+	respond atomic.Pointer[http.HandlerFunc]
 }
 
 func (l *localChain) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +81,10 @@ func (l *localChain) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	l.mu.Lock()
 	l.paths = append(l.paths, r.URL.Path)
 	l.mu.Unlock()
+	if h := l.respond.Load(); h != nil {
+		(*h)(w, r)
+		return
+	}
 	w.Header().Set("X-Served-By", "local")
 	w.Header().Set("Content-Type", "text/plain")
 	w.WriteHeader(http.StatusNotFound)
@@ -182,9 +189,10 @@ func (e *env) annotations(id string) map[string]string {
 	return ac.(*audit.AuditContext).GetEventAnnotations()
 }
 
-// withRequestInfoAndUser plays kube-apiserver's outer filters.
+// withRequestInfoAndUser plays kube-apiserver's outer filters: request
+// info, the user, and the default Cache-Control (WithCacheControl).
 func withRequestInfoAndUser(h http.Handler, u func() user.Info) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return endpointsfilters.WithCacheControl(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		info, err := routing.RequestInfoFactory.NewRequestInfo(r)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
@@ -193,7 +201,7 @@ func withRequestInfoAndUser(h http.Handler, u func() user.Info) http.Handler {
 		ctx := apirequest.WithRequestInfo(r.Context(), info)
 		ctx = apirequest.WithUser(ctx, u())
 		h.ServeHTTP(w, r.WithContext(ctx))
-	})
+	}))
 }
 
 // setLocal replaces this server's own discovery view.

@@ -40,6 +40,13 @@ var (
 		Help:           "Full relists of the filter's routing caches after their first sync, by resource: each is a watch that could not resume (410 Gone, or a resourceVersion another peerdiscovery-apiserver replica did not know).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"resource"})
+	discoveryRequests = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "peerdiscovery",
+		Subsystem:      "filter",
+		Name:           "discovery_requests_total",
+		Help:           "Discovery and OpenAPI v3 requests by endpoint (aggregated, group_list, group, resource_list, openapi_v3, openapi_v3_group_version) and by who answered: merged (the peer-aggregated view), peer (proxied to a peer serving more of it), local (this server's own answer, the same as the cluster's) or unavailable (503: only departed or not-ready servers serve it).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"endpoint", "source"})
 	cacheSynced = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
@@ -54,7 +61,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		registerUpstreamMetrics()
-		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists} {
+		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists, discoveryRequests} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver.
 			if err := legacyregistry.Register(c); err != nil {
@@ -80,4 +87,23 @@ var unknownGVR = schema.GroupVersionResource{Group: "other", Version: "other", R
 // with unknownGVR). Every other GVR label comes from the routing table.
 func proxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
 	incProxyError(ctx, typ, gvr)
+}
+
+// Labels of discoveryRequests.
+const (
+	endpointAggregated          = "aggregated"
+	endpointGroupList           = "group_list"
+	endpointGroup               = "group"
+	endpointResourceList        = "resource_list"
+	endpointOpenAPI             = "openapi_v3"
+	endpointOpenAPIGroupVersion = "openapi_v3_group_version"
+
+	sourceMerged      = "merged"
+	sourcePeer        = "peer"
+	sourceLocal       = "local"
+	sourceUnavailable = "unavailable"
+)
+
+func discoveryServed(endpoint, source string) {
+	discoveryRequests.WithLabelValues(endpoint, source).Inc()
 }

@@ -213,6 +213,13 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 	}
 	upgrade := httpstream.IsUpgradeRequest(r)
 	audit.AddAuditAnnotation(ctx, AuditDecision, string(v1alpha1.RouteProxy))
+	// The peer's Cache-Control is the answer's (an OpenAPI document at its
+	// hash is immutable): the reverse proxy adds response headers to those
+	// already set, and the chain's default (WithCacheControl's "no-cache,
+	// private") would go out beside it. An answer of this server's own
+	// gets the default back.
+	chainCacheControl := w.Header().Values("Cache-Control")
+	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
 	for _, peer := range res.Candidates {
 		tw := &trackingWriter{ResponseWriter: w}
@@ -236,6 +243,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 		if ctx.Err() != nil {
 			// The client left or the request deadline passed: the outer
 			// filters answer; nothing to retry.
+			ownAnswer(w, chainCacheControl)
 			proxyError(ctx, "canceled", res.GVR)
 			klog.V(2).InfoS("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "gvr", res.GVR.String(), "err", tw.err)
 			return
@@ -258,12 +266,22 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 			// The response had started: nothing more can be said.
 			return
 		}
+		ownAnswer(w, chainCacheControl)
 		sentButFailed(w, r, s, res.GVR, peer.ID, tw.err, retryAfter)
 		return
 	}
+	ownAnswer(w, chainCacheControl)
 	annotateFailedOver(ctx, tried)
 	audit.AddAuditAnnotation(ctx, AuditError, "no peer could take the request")
 	unavailable(w, r, s, res.GVR, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")", retryAfter)
+}
+
+// ownAnswer puts back the chain's Cache-Control for an answer this server
+// writes itself.
+func ownAnswer(w http.ResponseWriter, chainCacheControl []string) {
+	if len(chainCacheControl) > 0 && len(w.Header().Values("Cache-Control")) == 0 {
+		w.Header()["Cache-Control"] = chainCacheControl
+	}
 }
 
 func annotateFailedOver(ctx context.Context, ids []string) {
@@ -420,9 +438,14 @@ func modifyResponse(resp *http.Response) error {
 
 // rejectRedirect replaces a peer's redirect with a 502, as
 // UpgradeAwareHandler.RejectForwardingRedirects does: a redirect would send
-// the client, or its credentials, elsewhere.
+// the client, or its credentials, elsewhere. The one exception keeps the
+// client on this server: an OpenAPI v3 document's redirect from a stale
+// hash to the current one, a path under /openapi/v3/ with no host.
 func rejectRedirect(resp *http.Response) error {
 	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+		if sameServerOpenAPIRedirect(resp) {
+			return nil
+		}
 		_ = resp.Body.Close()
 		const msg = "the backend attempted to redirect this request, which is not permitted"
 		*resp = http.Response{
@@ -434,6 +457,17 @@ func rejectRedirect(resp *http.Response) error {
 		}
 	}
 	return nil
+}
+
+// sameServerOpenAPIRedirect is true for a redirect of an OpenAPI v3
+// request to a path of this server's OpenAPI v3 (no scheme, no host).
+func sameServerOpenAPIRedirect(resp *http.Response) bool {
+	if resp.Request == nil || resp.Request.URL == nil || !strings.HasPrefix(resp.Request.URL.Path, openAPIPrefix) {
+		return false
+	}
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	return err == nil && loc.Scheme == "" && loc.Host == "" && loc.User == nil &&
+		strings.HasPrefix(loc.Path, openAPIPrefix) && !strings.HasPrefix(resp.Header.Get("Location"), "//")
 }
 
 // copyBufferSize is httputil's default copy buffer size.

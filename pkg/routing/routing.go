@@ -39,6 +39,9 @@ type Route struct {
 // swaps whole tables and reads them without locks.
 type Table struct {
 	routes map[schema.GroupVersionResource]*Route
+	// byGV lists each group-version's routes, for discovery requests that
+	// name a group-version rather than a resource.
+	byGV map[schema.GroupVersion][]*Route
 }
 
 // NewTable builds a table from PeerRoutingTable objects. When peers are
@@ -50,7 +53,7 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPe
 	for _, p := range peers {
 		byID[p.Spec.ServerID] = PeerFromObject(p)
 	}
-	t := &Table{routes: make(map[schema.GroupVersionResource]*Route, len(tables))}
+	t := &Table{routes: make(map[schema.GroupVersionResource]*Route, len(tables)), byGV: map[schema.GroupVersion][]*Route{}}
 	for _, pt := range tables {
 		gvr := schema.GroupVersionResource{Group: pt.Spec.Group, Version: pt.Spec.Version, Resource: pt.Spec.Resource}
 		r := &Route{
@@ -68,6 +71,7 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPe
 			r.Peers = append(r.Peers, Peer{ID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
 		}
 		t.routes[gvr] = r
+		t.byGV[gvr.GroupVersion()] = append(t.byGV[gvr.GroupVersion()], r)
 	}
 	return t
 }

@@ -62,6 +62,7 @@ func TestControlPlane(t *testing.T) {
 		{"RuntimeConfigAttribution", testRuntimeConfigAttribution},
 		{"KubectlColumnsAndSelectors", testKubectl},
 		{"RouteReview", testRouteReview},
+		{"LegacyDiscoveryAndOpenAPI", testLegacyDiscoveryAndOpenAPI},
 		{"Security", testSecurity},
 		{"ProxyHopIdentity", testProxyHopIdentity},
 		{"CRDServedLocallyAndNotResurrected", testCRD},

@@ -11,10 +11,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +28,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/test/discoverycheck"
 	"sigs.k8s.io/peerdiscovery/test/localcluster"
 )
 
@@ -46,7 +47,14 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	}
 	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
-		Servers: []localcluster.ServerSpec{{Version: "v1.35.4"}, {Version: "v1.36.3"}, {Version: "v1.37.2"}},
+		Servers: []localcluster.ServerSpec{
+			// apps/v1 and policy/v1 off: Deployments, DaemonSets,
+			// PodDisruptionBudgets... reach this server's clients from peers,
+			// through every discovery form (LegacyDiscoveryAndOpenAPI).
+			{Version: "v1.35.4", ExtraFlags: []string{"--runtime-config=apps/v1=false,policy/v1=false"}},
+			{Version: "v1.36.3"},
+			{Version: "v1.37.2"},
+		},
 		// The skew under test is in the servers; a controller manager
 		// would need a third build (v1.35.4) for nothing here.
 		ControllerManager: localcluster.ControllerManagerSpec{Disabled: true},
@@ -102,24 +110,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 
 func raw(t *testing.T, cfg *rest.Config, path string, headers ...string) (int, http.Header, []byte) {
 	t.Helper()
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodGet, cfg.Host+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, []byte(err.Error())
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, body
+	return discoverycheck.Get(t, cfg, path, headers...)
 }
 
 func pd(t *testing.T, i int) versioned.Interface {
@@ -182,11 +173,34 @@ func TestUpgradeFromV135(t *testing.T) {
 	}{
 		{"MergedDiscoveryIdentical", testMergedDiscovery},
 		{"CRUDAndWatchThroughV135", testCRUDAndWatch},
+		{"LegacyDiscoveryAndOpenAPI", testLegacyDiscoveryAndOpenAPI},
 		{"CapableServersStopped", testCapableStopped},
 	} {
 		if !t.Run(s.name, func(t *testing.T) { s.fn(t, ids) }) {
 			t.Fatalf("%s failed; later steps depend on the cluster state", s.name)
 		}
+	}
+}
+
+// testLegacyDiscoveryAndOpenAPI: through v1.35.4, which has apps/v1 and
+// policy/v1 turned off and lacks the v1.36 admission policies, the legacy
+// discovery endpoints and OpenAPI v3 show the whole cluster, and a
+// client-go client that discovers the legacy way lists Deployments.
+func testLegacyDiscoveryAndOpenAPI(t *testing.T, _ map[int]string) {
+	res := discoverycheck.LegacyAndOpenAPI(t, cluster, v135)
+	t.Logf("through v1.35.4: %d group-versions, %d answered by peers (%d with no single capable server), %d OpenAPI documents from peers",
+		res.GroupVersions, res.FromPeers, res.Split, res.OpenAPIFromPeers)
+	if res.FromPeers < 3 || res.OpenAPIFromPeers < 2 {
+		t.Fatalf("apps/v1, policy/v1 and admissionregistration.k8s.io/v1 must come from peers: %+v", res)
+	}
+	for _, path := range []string{"/apis/apps/v1", "/apis/policy/v1"} {
+		if code, _, body := raw(t, cluster.AdminConfig(v135), path, "X-Kubernetes-Peer-Proxied", "true"); code != http.StatusNotFound {
+			t.Fatalf("v1.35.4 serves %s itself (%d %.100s): the runtime-config this test needs is gone", path, code, body)
+		}
+	}
+	out, err := cluster.Kubectl("--context", cluster.Servers()[v135].Context, "explain", "deployments.spec.replicas")
+	if err != nil || !strings.Contains(out, "replicas") {
+		t.Fatalf("kubectl explain deployments through v1.35.4: %v\n%s", err, out)
 	}
 }
 

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Installs what the end-to-end tests run besides the binaries built under
+# _output: the Kubernetes Python client (Debian's python3-kubernetes), the
+# client not written in Go that test/e2e drives through a server that does
+# not serve the resource it lists. A no-op when it is there already.
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+
+if /usr/bin/python3 -c 'import kubernetes.dynamic' 2>/dev/null; then
+  exit 0
+fi
+command -v apt-get >/dev/null || die "python3-kubernetes is missing and there is no apt-get: install the Kubernetes Python client for /usr/bin/python3"
+log::info "installing python3-kubernetes (Debian package) for the end-to-end tests"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends python3-kubernetes >/dev/null
+/usr/bin/python3 -c 'import kubernetes.dynamic' || die "python3-kubernetes installed but 'import kubernetes.dynamic' fails"

@@ -1,0 +1,104 @@
+package routing
+
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+)
+
+func TestDecideGroupVersion(t *testing.T) {
+	certs := schema.GroupVersion{Group: "certificates.k8s.io", Version: "v1"}
+	csr := gvr("certificates.k8s.io", "v1", "certificatesigningrequests")
+	ctb := gvr("certificates.k8s.io", "v1", "clustertrustbundles")
+	svm := gvr("storagemigration.k8s.io", "v1", "storageversionmigrations")
+	crd := gvr("example.com", "v1", "widgets")
+	// a (this server, v1.36) serves CSRs; b and c (v1.37) serve both.
+	localCSR := LocalFunc(func(g schema.GroupVersionResource) bool { return g == csr || g == crd })
+	for _, tc := range []struct {
+		name      string
+		tables    []*v1alpha1.PeerRoutingTable
+		gv        schema.GroupVersion
+		local     Local
+		want      v1alpha1.RouteDecision
+		split     bool
+		first     string
+		wantCands int
+		served    [2]int
+	}{
+		{
+			name:   "this server serves all of it",
+			tables: []*v1alpha1.PeerRoutingTable{rt(csr, withPeers(ready("a"), ready("b")))},
+			gv:     certs, local: localCSR, want: v1alpha1.RouteLocal,
+		},
+		{
+			name: "a peer serves more of a group-version this server serves in part",
+			tables: []*v1alpha1.PeerRoutingTable{
+				rt(csr, withPeers(ready("a"), ready("b"), ready("c"))),
+				rt(ctb, withPeers(ready("b"), ready("c"))),
+			},
+			gv: certs, local: localCSR, want: v1alpha1.RouteProxy, wantCands: 2,
+		},
+		{
+			name: "a peer that is not ready does not count",
+			tables: []*v1alpha1.PeerRoutingTable{
+				rt(csr, withPeers(ready("a"), notReady("b"), ready("c"))),
+				rt(ctb, withPeers(notReady("b"), ready("c"))),
+			},
+			gv: certs, local: localCSR, want: v1alpha1.RouteProxy, first: "c", wantCands: 1,
+		},
+		{
+			name: "resources served only by departed servers are not live",
+			tables: []*v1alpha1.PeerRoutingTable{
+				rt(csr, withPeers(ready("a"), left("b"))),
+				rt(ctb, withPeers(left("b"))),
+			},
+			gv: certs, local: localCSR, want: v1alpha1.RouteLocal,
+		},
+		{
+			name:   "a group-version only departed servers served is unavailable",
+			tables: []*v1alpha1.PeerRoutingTable{rt(svm, withPeers(left("b"), notReady("c")))},
+			gv:     svm.GroupVersion(), local: localCSR, want: v1alpha1.RouteUnavailable,
+		},
+		{
+			name:   "no route: the local chain answers",
+			tables: []*v1alpha1.PeerRoutingTable{rt(csr, withPeers(ready("a")))},
+			gv:     svm.GroupVersion(), local: localCSR, want: v1alpha1.RouteNotFound,
+		},
+		{
+			name:   "cluster-wide routes never send a group-version to a peer",
+			tables: []*v1alpha1.PeerRoutingTable{rt(crd, clusterWide("crd"), withPeers(ready("b")))},
+			gv:     crd.GroupVersion(), local: LocalFunc(func(schema.GroupVersionResource) bool { return false }), want: v1alpha1.RouteNotFound,
+		},
+		{
+			name: "no single server serves all: split, the peer serving most first",
+			tables: []*v1alpha1.PeerRoutingTable{
+				rt(csr, withPeers(ready("a"), ready("c"))),
+				rt(ctb, withPeers(ready("b"), ready("c"))),
+				rt(gvr("certificates.k8s.io", "v1", "podcertificaterequests"), withPeers(ready("b"))),
+			},
+			gv: certs, local: localCSR, want: v1alpha1.RouteProxy, split: true, first: "b", wantCands: 2, served: [2]int{2, 1},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DecideGroupVersion(NewTable(tc.tables, nil), tc.gv, "a", tc.local)
+			if got.Decision != tc.want || got.Split != tc.split || len(got.Candidates) != tc.wantCands {
+				t.Fatalf("got %s split=%v candidates=%v; want %s split=%v with %d candidates", got.Decision, got.Split, got.Candidates, tc.want, tc.split, tc.wantCands)
+			}
+			if tc.first != "" && got.Candidates[0].ID != tc.first {
+				t.Errorf("first candidate %s, want %s", got.Candidates[0].ID, tc.first)
+			}
+			if tc.split && (got.PeerServes != tc.served[0] || got.LocalServes != tc.served[1]) {
+				t.Errorf("served peer/local %d/%d, want %v", got.PeerServes, got.LocalServes, tc.served)
+			}
+			if !tc.split && tc.wantCands == 2 {
+				// The same order as resource requests use.
+				res := Decide(NewTable(tc.tables, nil), Request{IsResourceRequest: true, GVR: ctb}, "a", tc.local)
+				if res.Candidates[0].ID != got.Candidates[0].ID {
+					t.Errorf("group-version candidates start with %s, resource candidates with %s", got.Candidates[0].ID, res.Candidates[0].ID)
+				}
+			}
+		})
+	}
+}
