@@ -299,6 +299,28 @@ func (lw *liveWatcher) run() {
 	lw.fail(fmt.Errorf("watch closed"))
 }
 
+// waitFor waits up to 30 s, polling every poll, until the watcher has
+// seen resourceVersion rv (0: nothing to wait for).
+func (lw *liveWatcher) waitFor(t *testing.T, rv uint64, poll time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lw.mu.Lock()
+		caught, last, err := lw.lastRV >= rv || rv == 0, lw.lastRV, lw.err
+		lw.mu.Unlock()
+		if err != nil {
+			t.Fatalf("%s watcher: %v", lw.resource, err)
+		}
+		if caught {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s watcher at %d, not caught up with %d", lw.resource, last, rv)
+		}
+		time.Sleep(poll)
+	}
+}
+
 func (lw *liveWatcher) fail(err error) {
 	lw.mu.Lock()
 	if lw.err == nil {
@@ -447,22 +469,7 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 				continue
 			}
 			// Within two bookmark periods (10 s each).
-			deadline := time.Now().Add(30 * time.Second)
-			for {
-				lw.mu.Lock()
-				caught, err := lw.lastRV >= rv || rv == 0, lw.err
-				lw.mu.Unlock()
-				if err != nil {
-					t.Fatalf("%s watcher: %v", res, err)
-				}
-				if caught {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("%s watcher at %d, not caught up with %d", res, lw.lastRV, rv)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			lw.waitFor(t, rv, 10*time.Millisecond)
 			got := map[string]string{}
 			for n, v := range initial[res] {
 				got[n] = v
@@ -542,22 +549,7 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 				if lw.resource != res {
 					continue
 				}
-				deadline := time.Now().Add(30 * time.Second)
-				for {
-					lw.mu.Lock()
-					caught, err := lw.lastRV >= newest, lw.err
-					lw.mu.Unlock()
-					if err != nil {
-						t.Fatalf("%s watcher: %v", res, err)
-					}
-					if caught {
-						break
-					}
-					if time.Now().After(deadline) {
-						t.Fatalf("one change at a time: %s watcher at %d, not at %d", res, lw.lastRV, newest)
-					}
-					time.Sleep(time.Millisecond)
-				}
+				lw.waitFor(t, newest, time.Millisecond)
 			}
 		}
 	}
