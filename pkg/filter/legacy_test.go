@@ -2,10 +2,12 @@ package filter
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -328,5 +330,18 @@ func TestLegacyResourceListWhenNoServerServesAllOfIt(t *testing.T) {
 		if r, _, _ := e.get(t, "/apis/certificates.k8s.io/v1", http.Header{"If-None-Match": {etag}}); r.StatusCode != http.StatusNotModified {
 			t.Errorf("If-None-Match: %d", r.StatusCode)
 		}
+	}
+}
+
+// Peers get a new ID on every restart: the OpenAPI root cache must not keep
+// the roots of IDs that are gone.
+func TestPeerOpenAPIRootsAreBoundedByTime(t *testing.T) {
+	var c peerOpenAPIRoots
+	start := time.Now()
+	for i := 0; i < 100; i++ {
+		c.put(fmt.Sprintf("restarted-%d", i), cachedRoot{at: start.Add(time.Duration(i) * time.Second)})
+	}
+	if n := len(c.roots); n > int(peerRootTTL/time.Second)+1 {
+		t.Fatalf("%d roots kept for 100 IDs seen over 100 s; want only those within %v", n, peerRootTTL)
 	}
 }

@@ -170,13 +170,25 @@ func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV st
 		klog.V(2).InfoS("peerdiscovery filter: reading a peer's /openapi/v3 failed; its group-versions keep this server's entries", "peer", peer.ID, "code", out.code)
 		return openAPIRootDoc{}, false
 	}
+	c.put(peer.ID, cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: time.Now(), doc: doc})
+	return doc, true
+}
+
+// put stores a peer's root and drops every entry past peerRootTTL: peers
+// get a new ID on each restart, so the cache is bounded by time, not by
+// the IDs it has seen.
+func (c *peerOpenAPIRoots) put(id string, r cachedRoot) {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.roots == nil {
 		c.roots = map[string]cachedRoot{}
 	}
-	c.roots[peer.ID] = cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: time.Now(), doc: doc}
-	c.mu.Unlock()
-	return doc, true
+	for k, old := range c.roots {
+		if r.at.Sub(old.at) >= peerRootTTL {
+			delete(c.roots, k)
+		}
+	}
+	c.roots[id] = r
 }
 
 // openAPIGVR labels the metrics of OpenAPI requests sent to peers.
