@@ -117,6 +117,9 @@ type Cluster struct {
 	lb      *loadBalancer
 	kcm     *process // nil without a kube-controller-manager
 
+	kcmMu       sync.Mutex
+	kcmRestarts []string // why the harness restarted kube-controller-manager
+
 	lock *os.File // flock on the subnet
 
 	kubeconfig    string
@@ -960,8 +963,10 @@ func (c *Cluster) Health() error {
 		}
 	}
 	if c.kcm != nil {
+		// The harness restarts it (superviseControllerManager); not
+		// running now means it is between two restarts.
 		if err := c.kcm.exitErr(); err != nil {
-			errs = append(errs, fmt.Errorf("%w (log: %s)", err, c.kcm.logPath))
+			errs = append(errs, fmt.Errorf("%w, %d restart(s) so far (log: %s)", err, len(c.ControllerManagerRestarts()), c.kcm.logPath))
 		}
 	}
 	return errors.Join(errs...)

@@ -18,7 +18,8 @@ import (
 // kube-apiserver only, as on a control-plane node that is not upgraded yet.
 // The garbage collector and the namespace controller there decide what to
 // delete from that server's discovery and 404s: the reason the filter
-// exists.
+// exists. Like a kubelet, the harness restarts it whenever it exits
+// (ControllerManagerRestarts says why).
 type ControllerManagerSpec struct {
 	// Disabled runs no kube-controller-manager.
 	Disabled bool
@@ -124,26 +125,102 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 	if err := c.kcm.start(); err != nil {
 		return err
 	}
-	return c.waitControllerManagerLeader(ctx)
-}
-
-// waitControllerManagerLeader waits until kube-system/kube-controller-manager
-// has a holder that renewed it since the process started.
-func (c *Cluster) waitControllerManagerLeader(ctx context.Context) error {
-	admin, err := c.adminClientset()
-	if err != nil {
+	if err := c.waitFor(ctx, c.kcm, "kube-controller-manager leader election", c.controllerManagerLeads); err != nil {
 		return err
 	}
-	since := time.Now().Add(-time.Second)
-	return c.waitFor(ctx, c.kcm, "kube-controller-manager leader election", func(ctx context.Context) (bool, string) {
-		l, err := admin.CoordinationV1().Leases("kube-system").Get(ctx, controllerManagerName, metav1.GetOptions{})
+	go c.superviseControllerManager()
+	return nil
+}
+
+// controllerManagerLeads reports whether kube-system/kube-controller-manager
+// has a holder that renewed it since the current process started.
+func (c *Cluster) controllerManagerLeads(ctx context.Context) (bool, string) {
+	admin, err := c.adminClientset()
+	if err != nil {
+		return false, err.Error()
+	}
+	_, started := c.kcm.run()
+	l, err := admin.CoordinationV1().Leases("kube-system").Get(ctx, controllerManagerName, metav1.GetOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	// The Lease's renewTime has microsecond precision.
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(started.Add(-time.Second)) {
+		return false, "no current leader"
+	}
+	return true, ""
+}
+
+// Backoff of the restarts, as the kubelet's crash-loop backoff but capped
+// at 10 s: the harness's tests wait for it.
+const (
+	controllerManagerRestartDelay    = time.Second
+	controllerManagerMaxRestartDelay = 10 * time.Second
+)
+
+// superviseControllerManager restarts kube-controller-manager whenever it
+// exits while the cluster runs, as the kubelet restarts the static pod. It
+// exits by design when it cannot renew its leader Lease within
+// --leader-elect-renew-deadline (10 s), e.g. while its only kube-apiserver
+// restarts; on a slow machine a plain restart of that server takes longer.
+func (c *Cluster) superviseControllerManager() {
+	delay := controllerManagerRestartDelay
+	for {
+		done, started := c.kcm.run()
+		<-done
+		if c.stopped.Load() {
+			return
+		}
+		why := fmt.Sprintf("%v after %s", c.kcm.exitErr(), time.Since(started).Round(time.Second))
+		if last := c.kcm.logErrors(1); last != "" {
+			why += "; last error: " + last
+		}
+		c.kcmMu.Lock()
+		c.kcmRestarts = append(c.kcmRestarts, why)
+		c.kcmMu.Unlock()
+		c.cfg.Logf("%s; restarting it in %s, as a kubelet would", why, delay)
+		time.Sleep(delay)
+		if time.Since(started) > 2*controllerManagerMaxRestartDelay {
+			delay = controllerManagerRestartDelay // it ran for a while: not a crash loop
+		} else {
+			delay = min(2*delay, controllerManagerMaxRestartDelay)
+		}
+		// Under opMu, so that Stop (which sets stopped, then takes opMu)
+		// either sees this run and stops it or is seen here.
+		c.opMu.Lock()
+		if c.stopped.Load() {
+			c.opMu.Unlock()
+			return
+		}
+		err := c.kcm.start()
+		c.opMu.Unlock()
 		if err != nil {
-			return false, err.Error()
+			c.cfg.Logf("restarting kube-controller-manager: %v", err)
+			return
 		}
-		if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" || l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(since) {
-			return false, "no current leader"
+	}
+}
+
+// ControllerManagerRestarts lists why the harness restarted
+// kube-controller-manager, oldest first (nil when it never exited).
+func (c *Cluster) ControllerManagerRestarts() []string {
+	c.kcmMu.Lock()
+	defer c.kcmMu.Unlock()
+	return append([]string(nil), c.kcmRestarts...)
+}
+
+// WaitControllerManager waits until kube-controller-manager runs and holds
+// its leader Lease (renewed since its latest start). It is a no-op without
+// one.
+func (c *Cluster) WaitControllerManager(ctx context.Context) error {
+	if c.kcm == nil {
+		return nil
+	}
+	return c.waitFor(ctx, nil, "kube-controller-manager leader election", func(ctx context.Context) (bool, string) {
+		if err := c.kcm.exitErr(); err != nil {
+			return false, err.Error() + " (restart pending)"
 		}
-		return true, ""
+		return c.controllerManagerLeads(ctx)
 	})
 }
 

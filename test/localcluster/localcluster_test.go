@@ -131,6 +131,9 @@ func TestLocalCluster(t *testing.T) {
 
 	// The harness's restart API: the extension server keeps working while
 	// kube-apiserver 0 (its first core server) is down, and both come back.
+	// kube-apiserver 0 is also kube-controller-manager's only server: held
+	// down past its leader renew deadline (10 s), kube-controller-manager
+	// exits, and the harness restarts it as a kubelet would.
 	t.Run("restart", func(t *testing.T) {
 		if err := c.StopAPIServer(0, syscall.SIGTERM); err != nil {
 			t.Fatalf("StopAPIServer(0): %v", err)
@@ -140,6 +143,12 @@ func TestLocalCluster(t *testing.T) {
 		if err := c.WaitExtensionAvailable(wctx); err != nil {
 			t.Errorf("with kube-apiserver 0 stopped: %v", err)
 		}
+		for deadline := time.Now().Add(40 * time.Second); len(c.ControllerManagerRestarts()) == 0; time.Sleep(250 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("kube-controller-manager did not exit with its only kube-apiserver down for 40s (log: %s)", c.ControllerManagerLogPath())
+			}
+		}
+		t.Logf("kube-controller-manager restarted: %s", c.ControllerManagerRestarts()[0])
 		if err := c.StartAPIServer(0); err != nil {
 			t.Fatalf("StartAPIServer(0): %v", err)
 		}
@@ -160,6 +169,9 @@ func TestLocalCluster(t *testing.T) {
 		}
 		if err := c.WaitExtensionAvailable(wctx); err != nil {
 			t.Errorf("after the restarts: %v", err)
+		}
+		if err := c.WaitControllerManager(wctx); err != nil {
+			t.Errorf("kube-controller-manager after the restarts: %v", err)
 		}
 		if err := c.Health(); err != nil {
 			t.Errorf("Health: %v", err)

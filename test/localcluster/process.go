@@ -22,10 +22,11 @@ type process struct {
 	argv    []string
 	env     []string // added to this process's environment
 
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the current run exited
-	err  error         // exit status of the last run
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the current run exited
+	err     error         // exit status of the last run
+	started time.Time     // when the current run started
 }
 
 // start runs the command. The child gets its own process group (so stop
@@ -58,7 +59,7 @@ func (p *process) start() error {
 		return fmt.Errorf("starting %s: %w", p.name, err)
 	}
 	done := make(chan struct{})
-	p.cmd, p.done, p.err = cmd, done, nil
+	p.cmd, p.done, p.err, p.started = cmd, done, nil, time.Now()
 	go func() {
 		err := cmd.Wait()
 		fmt.Fprintf(logFile, "=== %s %s exited: %v\n", time.Now().Format(time.RFC3339Nano), p.name, exitString(err))
@@ -91,6 +92,14 @@ func (p *process) exitErr() error {
 	default:
 		return nil
 	}
+}
+
+// run returns the current run's exit channel and start time (nil before
+// the first start).
+func (p *process) run() (<-chan struct{}, time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done, p.started
 }
 
 // stop sends sig to the process group, waits up to grace for the exit, then
