@@ -2,7 +2,8 @@
 # Builds everything the local control plane and the tests run, cached under
 # _output/ by version: etcd, kubectl, kube-apiserver (every version in
 # KUBE_VERSIONS, with the filter), kube-controller-manager
-# (KUBE_CONTROLLER_MANAGER_VERSION) and peerdiscovery-apiserver. The plain upstream kube-apiserver
+# (KUBE_CONTROLLER_MANAGER_VERSION), upstream's e2e.test of the newest
+# release (hack/conformance.sh) and peerdiscovery-apiserver. The plain upstream kube-apiserver
 # (hack/build-kube-apiserver-upstream.sh) is built on demand only.
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -16,5 +17,7 @@ done
 # release: it must not be newer than any kube-apiserver it talks to during a
 # rolling upgrade.
 "${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_CONTROLLER_MANAGER_VERSION}"
+# Upstream's own tests, run through every server by test/conformance.
+"${REPO_ROOT}/hack/build-e2e-test.sh"
 log::info "building peerdiscovery-apiserver"
 ( cd "${REPO_ROOT}" && go build -o "${BIN_DIR}/peerdiscovery-apiserver" ./cmd/peerdiscovery-apiserver )

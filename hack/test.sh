@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: static checks, generated-code check, unit and
-# integration tests with the race detector, and the end-to-end suite on a
-# real local mixed-version control plane. This is the README's test command
+# integration tests with the race detector, and the end-to-end suites on a
+# real local mixed-version control plane (test/conformance among them:
+# upstream's own e2e tests through each kube-apiserver). This is the README's test command
 # and what .ci/run calls. Binaries are cached under _output/.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"
@@ -40,6 +41,6 @@ step "integration and end-to-end tests on real binaries (race detector)"
 # network namespaces of their own; PEERDISCOVERY_E2E=1 turns them on. One
 # package at a time: each runs a control plane on the 2 cores.
 PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" \
-  go test -race -p 1 -timeout 45m ./test/... 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log"
+  go test -race -p 1 -timeout 60m ./test/... 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log"
 
 log::info "all tests passed in $(( $(date +%s) - start ))s"

@@ -55,6 +55,8 @@ kube_apiserver_bin() { echo "${BIN_DIR}/kube-apiserver-${1:?version}/kube-apiser
 # Plain upstream binaries of a release, without the filter.
 kube_apiserver_upstream_bin() { echo "${BIN_DIR}/kube-apiserver-upstream-${1:?version}/kube-apiserver"; }
 kube_controller_manager_bin() { echo "${BIN_DIR}/kube-controller-manager-${1:?version}/kube-controller-manager"; }
+# Upstream's e2e test binary of a release (hack/build-e2e-test.sh).
+e2e_test_bin() { echo "${BIN_DIR}/e2e-test-${1:?version}/e2e.test"; }
 
 # Logging: everything goes to stderr so stdout stays usable for results.
 log::_ts() { date -u +'%H:%M:%S'; }

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+
+	"sigs.k8s.io/peerdiscovery/test/localcluster"
 )
 
 // svm is served by v1.37.2 only (a v1.37 kind, cluster-scoped).
@@ -32,8 +34,13 @@ const (
 
 // converged bounds how long the controllers may take; measuring other
 // routings, where some rows never converge, it is shorter (peerdiscovery's
-// slowest here: 22s).
-var converged = map[bool]time.Duration{true: 3 * time.Minute, false: 90 * time.Second}[routing == ""]
+// slowest here: 22s). A function: TestMain sets routing.
+func converged() time.Duration {
+	if routing == localcluster.RoutingPeerDiscovery {
+		return 3 * time.Minute
+	}
+	return 90 * time.Second
+}
 
 func kube(t *testing.T, i int) kubernetes.Interface {
 	t.Helper()
@@ -81,11 +88,11 @@ func TestControllers(t *testing.T) {
 		table = append(table, fmt.Sprintf("%-40s %v", s.name, map[bool]string{true: "held", false: "FAILED"}[ok]))
 		// Measuring upstream, every row is run; with peerdiscovery, a
 		// failure stops the run (later steps assume a clean cluster).
-		if !ok && routing == "" {
+		if !ok && routing == localcluster.RoutingPeerDiscovery {
 			t.Fatalf("%s failed; later steps depend on the cluster state", s.name)
 		}
 	}
-	t.Logf("routing %q:\n%s", map[string]string{"": "peerdiscovery"}[routing]+routing, strings.Join(table, "\n"))
+	t.Logf("routing %q:\n%s", routing, strings.Join(table, "\n"))
 }
 
 // stopCapable stops the only capable server with sig and makes sure it is
@@ -208,7 +215,7 @@ func testGCOwnerOnlyOnPeer(t *testing.T) {
 	if err := kube(t, capable).PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), owner.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := goneWithin(t, converged, "the ConfigMap whose PDB owner was deleted", getCM(t, ns, "dependent"))
+	took := goneWithin(t, converged(), "the ConfigMap whose PDB owner was deleted", getCM(t, ns, "dependent"))
 	t.Logf("dependent collected %v after its owner was deleted", took.Round(time.Second))
 }
 
@@ -223,7 +230,7 @@ func testGCDependentOnlyOnPeer(t *testing.T) {
 	if err := kube(t, old).CoreV1().ConfigMaps(ns).Delete(context.Background(), owner.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	took := goneWithin(t, converged, "the PDB whose ConfigMap owner was deleted", getPDB(t, ns, "dependent"))
+	took := goneWithin(t, converged(), "the PDB whose ConfigMap owner was deleted", getPDB(t, ns, "dependent"))
 	t.Logf("dependent collected %v after its owner was deleted", took.Round(time.Second))
 }
 
@@ -245,7 +252,7 @@ func testGCClusterScopedOwner(t *testing.T) {
 	if err := dyn(t, capable).Resource(svm).Delete(context.Background(), owner.GetName(), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	goneWithin(t, converged, "the ConfigMap whose StorageVersionMigration owner was deleted", getCM(t, ns, "dependent"))
+	goneWithin(t, converged(), "the ConfigMap whose StorageVersionMigration owner was deleted", getCM(t, ns, "dependent"))
 }
 
 // testNamespaceDeletion deletes, through the old server, a namespace that
@@ -290,7 +297,7 @@ func testNamespaceDeletion(t *testing.T, ns string, sig syscall.Signal) {
 			t.Fatalf("namespace %s was deleted while its PDB's only server was down, wrongly: %d PDBs left behind", ns, orphans())
 		}
 	}
-	took := goneWithin(t, converged, "the namespace", getNS)
+	took := goneWithin(t, converged(), "the namespace", getNS)
 	if n := orphans(); n != 0 {
 		t.Fatalf("namespace %s is gone but left %d PDBs behind", ns, n)
 	}
@@ -323,7 +330,7 @@ func testGCDuringOutage(t *testing.T, ns string, sig syscall.Signal) {
 	if err := kube(t, capable).PolicyV1().PodDisruptionBudgets(ns).Delete(context.Background(), owner.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	goneWithin(t, converged, "the ConfigMap whose PDB owner was deleted", getCM(t, ns, "dependent"))
+	goneWithin(t, converged(), "the ConfigMap whose PDB owner was deleted", getCM(t, ns, "dependent"))
 }
 
 // testGCDependentDuringOutage: the ConfigMap owner of a PDB is deleted
@@ -342,6 +349,6 @@ func testGCDependentDuringOutage(t *testing.T, ns string, sig syscall.Signal) {
 	if err := cluster.StartAPIServer(capable); err != nil {
 		t.Fatal(err)
 	}
-	took := goneWithin(t, converged, "the PDB whose ConfigMap owner was deleted during the outage", getPDB(t, ns, "dependent"))
+	took := goneWithin(t, converged(), "the PDB whose ConfigMap owner was deleted during the outage", getPDB(t, ns, "dependent"))
 	t.Logf("dependent collected %v after its server was back", took.Round(time.Second))
 }

@@ -11,8 +11,6 @@ package controllers
 import (
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -28,65 +26,37 @@ const (
 var cluster *localcluster.Cluster
 
 // routing is what routes requests between the servers
-// (PEERDISCOVERY_ROUTING): "" for peerdiscovery (the filter and
-// peerdiscovery-apiserver, what CI runs), and, on demand, to measure the
-// same scenarios beside it, "upstream" (plain upstream kube-apiservers with
-// the built-in UnknownVersionInteroperabilityProxy; hack/build-kube-apiserver-upstream.sh)
-// or "none" (plain upstream kube-apiservers, no peer proxy at all).
-var routing = os.Getenv("PEERDISCOVERY_ROUTING")
+// (PEERDISCOVERY_ROUTING): peerdiscovery in CI; upstream or none on demand,
+// to measure the same scenarios beside it.
+var routing localcluster.Routing
 
 func TestMain(m *testing.M) {
 	if os.Getenv("PEERDISCOVERY_E2E") != "1" {
 		fmt.Println("controller tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
 		os.Exit(m.Run())
 	}
-	servers := []localcluster.ServerSpec{
-		{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=policy/v1=false"}},
-		{Version: "v1.37.2"},
-	}
-	extensions := 1
-	switch routing {
-	case "":
-	case "upstream", "none":
-		extensions = -1
-		for i := range servers {
-			s := &servers[i]
-			s.Binary = upstreamBinary(s.Version)
-			gate := "--feature-gates=UnknownVersionInteroperabilityProxy=" + strconv.FormatBool(routing == "upstream")
-			s.ExtraFlags = append(s.ExtraFlags, gate)
-			s.OmitPeerFlags = routing == "none"
-		}
-	default:
-		fmt.Fprintf(os.Stderr, "PEERDISCOVERY_ROUTING=%q: want \"\", upstream or none\n", routing)
+	var err error
+	if routing, err = localcluster.RoutingFromEnv(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
-		Servers: servers,
+	cfg := localcluster.Config{
+		Servers: []localcluster.ServerSpec{
+			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=policy/v1=false"}},
+			{Version: "v1.37.2"},
+		},
 		ControllerManager: localcluster.ControllerManagerSpec{
 			Server:      old,
 			Controllers: []string{"namespace-controller", "garbage-collector-controller", "serviceaccount-controller"},
 		},
-		ExtensionReplicas: extensions,
+		ExtensionReplicas: 1,
 		SubnetOctet:       81,
-	}, func(c *localcluster.Cluster) { cluster = c })
-}
-
-// upstreamBinary is the plain upstream kube-apiserver of version, built by
-// hack/build-kube-apiserver-upstream.sh.
-func upstreamBinary(version string) string {
-	out := os.Getenv("PEERDISCOVERY_OUTPUT_DIR")
-	if out == "" {
-		out = filepath.Join("..", "..", "_output")
 	}
-	p, err := filepath.Abs(filepath.Join(out, "bin", "kube-apiserver-upstream-"+version, "kube-apiserver"))
-	if err == nil {
-		_, err = os.Stat(p)
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "PEERDISCOVERY_ROUTING=%s needs hack/build-kube-apiserver-upstream.sh %s: %v\n", routing, version, err)
+	if err := routing.Apply(&cfg); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	return p
+	localcluster.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
 }
 
 func needCluster(t *testing.T) {

@@ -762,6 +762,12 @@ func (c *Cluster) Kubeconfig() string { return c.kubeconfig }
 // RunDir is the folder of this run (logs/, pki/, kubeconfig).
 func (c *Cluster) RunDir() string { return c.runDir }
 
+// OutputDir is the output folder the cluster's binaries and runs are in.
+func (c *Cluster) OutputDir() string { return c.cfg.OutputDir }
+
+// RepoRoot is the checkout of sigs.k8s.io/peerdiscovery the cluster runs.
+func (c *Cluster) RepoRoot() string { return c.cfg.RepoRoot }
+
 // NetworkNamespace is the name of the cluster's network namespace.
 func (c *Cluster) NetworkNamespace() string { return c.net.Name }
 

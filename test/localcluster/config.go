@@ -134,6 +134,26 @@ type Config struct {
 	Logf func(format string, args ...any)
 }
 
+// outputDir is OutputDir, else PEERDISCOVERY_OUTPUT_DIR, else the
+// repository's _output, made absolute.
+func (c *Config) outputDir() (string, error) {
+	d := c.OutputDir
+	if d == "" {
+		d = os.Getenv("PEERDISCOVERY_OUTPUT_DIR")
+	}
+	if d == "" {
+		root := c.RepoRoot
+		if root == "" {
+			var err error
+			if root, err = findRepoRoot(); err != nil {
+				return "", err
+			}
+		}
+		d = filepath.Join(root, "_output")
+	}
+	return filepath.Abs(d)
+}
+
 // complete fills in the defaults and validates.
 func (c *Config) complete() error {
 	if c.RepoRoot == "" {
@@ -143,15 +163,8 @@ func (c *Config) complete() error {
 		}
 		c.RepoRoot = root
 	}
-	if c.OutputDir == "" {
-		if d := os.Getenv("PEERDISCOVERY_OUTPUT_DIR"); d != "" {
-			c.OutputDir = d
-		} else {
-			c.OutputDir = filepath.Join(c.RepoRoot, "_output")
-		}
-	}
 	var err error
-	if c.OutputDir, err = filepath.Abs(c.OutputDir); err != nil {
+	if c.OutputDir, err = c.outputDir(); err != nil {
 		return err
 	}
 	if len(c.Servers) == 0 {

@@ -40,13 +40,19 @@ type ControllerManagerSpec struct {
 
 // DefaultControllers are the controllers that need no nodes, no cloud and
 // no signing keys and run cleanly on the local control plane; the namespace
-// controller and the garbage collector among them.
+// controller and the garbage collector among them, and what upstream's
+// API machinery conformance tests wait for (hack/conformance.sh): resource
+// quota status, every namespace's kube-root-ca.crt, and the pods of a
+// ReplicationController (created; without a kubelet they never run).
 var DefaultControllers = []string{
 	"namespace-controller",
 	"garbage-collector-controller",
 	"serviceaccount-controller",
+	"resourcequota-controller",
+	"root-ca-certificate-publisher-controller",
 	"clusterrole-aggregation-controller",
 	"replicaset-controller",
+	"replicationcontroller-controller",
 	"deployment-controller",
 	"job-controller",
 	"cronjob-controller",
@@ -77,7 +83,7 @@ func (c *Config) completeControllerManager() error {
 // controllerManagerArgs is its command line: its own client certificate
 // (system:kube-controller-manager), a token per controller
 // (--use-service-account-credentials, as kubeadm runs it), leader election
-// on, and no serving port (nothing here scrapes it; readiness is the
+// on, a short quota resync, and no serving port (nothing here scrapes it; readiness is the
 // leader Lease).
 func (c *Cluster) controllerManagerArgs(kubeconfig string) []string {
 	cm := c.cfg.ControllerManager
@@ -89,6 +95,9 @@ func (c *Cluster) controllerManagerArgs(kubeconfig string) []string {
 		"--controllers=" + strings.Join(cm.Controllers, ","),
 		"--use-service-account-credentials=true",
 		"--root-ca-file=" + c.pki.caFile,
+		// The quota controller restores a status edited by hand only on its
+		// full resync (5 min by default); a conformance test waits for it.
+		"--resource-quota-sync-period=15s",
 		"--secure-port=0",
 		"--v=" + strconv.Itoa(c.cfg.Verbosity),
 	}
