@@ -9,10 +9,10 @@
 #
 # The suite is e2e.test of the newest release (hack/build-e2e-test.sh, built
 # if missing). The plane needs its kube-controller-manager (local-up runs
-# one); it has no kubelet, so the script creates one stand-in Node, Ready and
-# untainted, for the suite's "all nodes schedulable" check, and deletes it
-# at exit. The stand-in is a test device only: it runs nothing, and
-# artifacts/deploy never contains one.
+# one); it has no kubelet, so when the cluster has no Node the script
+# creates one stand-in Node, Ready and untainted, for the suite's "all nodes
+# schedulable" check, and deletes it at exit. The stand-in is a test device
+# only: it runs nothing, and artifacts/deploy never contains one.
 #
 # JUnit and e2e.test's output go to the report dir (default
 # _output/conformance/CONTEXT). Exits with e2e.test's status.
@@ -133,8 +133,16 @@ main() {
   rm -rf "${report_dir}"
   mkdir -p "${report_dir}"
 
-  stand_in_node
-  trap remove_stand_in_node EXIT
+  # A cluster with Nodes of its own runs the suite on them: a stand-in
+  # there could be picked by a real scheduler.
+  local nodes
+  nodes="$("${KUBECTL[@]}" get nodes -o name | { grep -vx "node/${STAND_IN_NODE}" || true; } | wc -l)"
+  if ((nodes == 0)); then
+    stand_in_node
+    trap remove_stand_in_node EXIT
+  else
+    log::info "the cluster has ${nodes} Node(s): no stand-in Node"
+  fi
   log::info "running e2e.test ${version} through context ${context}; reports in ${report_dir}"
   local rc=0 start
   start="$(date +%s)"

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,30 +118,29 @@ func (r suiteRun) find(fragment string) string {
 	return r.outcomes[found[0]]
 }
 
-// runSelection runs hack/conformance.sh through one context and reads its
-// JUnit report.
-func runSelection(t *testing.T, context, dir string, everyOnly bool) (suiteRun, error) {
-	ctx, cancel := contextWithTimeout(suiteTimeout)
+// runSelection runs hack/conformance.sh through one kubeconfig context and
+// reads its JUnit report.
+func runSelection(t *testing.T, kubeContext, dir string, everyOnly bool) (suiteRun, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), suiteTimeout)
 	defer cancel()
 	start := time.Now()
-	args := []string{"--kubeconfig", cluster.Kubeconfig(), "--context", context, "--report-dir", dir}
+	args := []string{"--kubeconfig", cluster.Kubeconfig(), "--context", kubeContext, "--report-dir", dir}
 	if everyOnly {
 		args = append(args, "--every-server-only")
 	}
 	cmd := exec.CommandContext(ctx, filepath.Join(cluster.RepoRoot(), "hack", "conformance.sh"), args...)
 	cmd.Env = append(os.Environ(), "PEERDISCOVERY_OUTPUT_DIR="+cluster.OutputDir())
+	// On timeout the whole group goes, e2e.test included, not just the script.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
 	took := time.Since(start).Round(time.Second)
-	t.Logf("hack/conformance.sh --context %s: %v in %s\n%s", context, exitString(err), took, out)
+	t.Logf("hack/conformance.sh --context %s: %v in %s\n%s", kubeContext, exitString(err), took, out)
 	outcomes, rerr := readJUnit(filepath.Join(dir, "junit_01.xml"))
 	if rerr != nil {
 		return suiteRun{}, fmt.Errorf("%v (hack/conformance.sh: %v; log %s)", rerr, exitString(err), filepath.Join(dir, "e2e.log"))
 	}
-	return suiteRun{context: context, everyOnly: everyOnly, outcomes: outcomes, took: took}, nil
-}
-
-func contextWithTimeout(d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.Background(), d)
+	return suiteRun{context: kubeContext, everyOnly: everyOnly, outcomes: outcomes, took: took}, nil
 }
 
 func exitString(err error) string {

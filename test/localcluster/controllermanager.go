@@ -83,8 +83,8 @@ func (c *Config) completeControllerManager() error {
 // controllerManagerArgs is its command line: its own client certificate
 // (system:kube-controller-manager), a token per controller
 // (--use-service-account-credentials, as kubeadm runs it), leader election
-// on, a short quota resync, and no serving port (nothing here scrapes it; readiness is the
-// leader Lease).
+// on, a short quota resync, and no serving port (nothing here scrapes it;
+// readiness is the leader Lease).
 func (c *Cluster) controllerManagerArgs(kubeconfig string) []string {
 	cm := c.cfg.ControllerManager
 	args := []string{
@@ -180,7 +180,11 @@ func (c *Cluster) superviseControllerManager() {
 		if c.stopped.Load() {
 			return
 		}
-		why := fmt.Sprintf("%v after %s", c.kcm.exitErr(), time.Since(started).Round(time.Second))
+		ran := time.Since(started)
+		if ran > 2*controllerManagerMaxRestartDelay {
+			delay = controllerManagerRestartDelay // it ran for a while: not a crash loop
+		}
+		why := fmt.Sprintf("%v after %s", c.kcm.exitErr(), ran.Round(time.Second))
 		if last := c.kcm.logErrors(1); last != "" {
 			why += "; last error: " + last
 		}
@@ -189,11 +193,7 @@ func (c *Cluster) superviseControllerManager() {
 		c.kcmMu.Unlock()
 		c.cfg.Logf("%s; restarting it in %s, as a kubelet would", why, delay)
 		time.Sleep(delay)
-		if time.Since(started) > 2*controllerManagerMaxRestartDelay {
-			delay = controllerManagerRestartDelay // it ran for a while: not a crash loop
-		} else {
-			delay = min(2*delay, controllerManagerMaxRestartDelay)
-		}
+		delay = min(2*delay, controllerManagerMaxRestartDelay)
 		// Under opMu, so that Stop (which sets stopped, then takes opMu)
 		// either sees this run and stops it or is seen here.
 		c.opMu.Lock()
