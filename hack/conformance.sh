@@ -130,8 +130,9 @@ main() {
   "${REPO_ROOT}/hack/build-kubectl.sh"
   KUBECTL=("$(kubectl_bin)" --kubeconfig "${kubeconfig}" --context "${context}")
   report_dir="${report_dir:-${OUTPUT_DIR}/conformance/${context}}"
-  rm -rf "${report_dir}"
+  # Only what this script writes there: the folder may be the user's.
   mkdir -p "${report_dir}"
+  rm -f "${report_dir}/junit_01.xml" "${report_dir}/e2e.log"
 
   # A cluster with Nodes of its own runs the suite on them: a stand-in
   # there could be picked by a real scheduler.
