@@ -118,7 +118,8 @@ type Cluster struct {
 	kcm     *process // nil without a kube-controller-manager
 
 	kcmMu       sync.Mutex
-	kcmRestarts []string // why the harness restarted kube-controller-manager
+	kcmRestarts int      // how often the harness restarted kube-controller-manager
+	kcmReasons  []string // why, the last maxRestartReasons times
 
 	lock *os.File // flock on the subnet
 
@@ -972,7 +973,7 @@ func (c *Cluster) Health() error {
 		// The harness restarts it (superviseControllerManager); not
 		// running now means it is between two restarts.
 		if err := c.kcm.exitErr(); err != nil {
-			errs = append(errs, fmt.Errorf("%w, %d restart(s) so far (log: %s)", err, len(c.ControllerManagerRestarts()), c.kcm.logPath))
+			errs = append(errs, fmt.Errorf("%w, %d restart(s) so far (log: %s)", err, c.controllerManagerRestartCount(), c.kcm.logPath))
 		}
 	}
 	return errors.Join(errs...)

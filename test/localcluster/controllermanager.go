@@ -189,7 +189,11 @@ func (c *Cluster) superviseControllerManager() {
 			why += "; last error: " + last
 		}
 		c.kcmMu.Lock()
-		c.kcmRestarts = append(c.kcmRestarts, why)
+		c.kcmRestarts++
+		c.kcmReasons = append(c.kcmReasons, why)
+		if len(c.kcmReasons) > maxRestartReasons {
+			c.kcmReasons = c.kcmReasons[len(c.kcmReasons)-maxRestartReasons:]
+		}
 		c.kcmMu.Unlock()
 		c.cfg.Logf("%s; restarting it in %s, as a kubelet would", why, delay)
 		time.Sleep(delay)
@@ -210,12 +214,23 @@ func (c *Cluster) superviseControllerManager() {
 	}
 }
 
+// maxRestartReasons bounds the reasons kept: a crash loop in a
+// long-running local-up restarts it every 10 s.
+const maxRestartReasons = 16
+
 // ControllerManagerRestarts lists why the harness restarted
-// kube-controller-manager, oldest first (nil when it never exited).
+// kube-controller-manager, oldest first: the last maxRestartReasons
+// restarts (nil when it never exited).
 func (c *Cluster) ControllerManagerRestarts() []string {
 	c.kcmMu.Lock()
 	defer c.kcmMu.Unlock()
-	return append([]string(nil), c.kcmRestarts...)
+	return append([]string(nil), c.kcmReasons...)
+}
+
+func (c *Cluster) controllerManagerRestartCount() int {
+	c.kcmMu.Lock()
+	defer c.kcmMu.Unlock()
+	return c.kcmRestarts
 }
 
 // WaitControllerManager waits until kube-controller-manager runs and holds
