@@ -63,7 +63,8 @@ mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/
 "${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
 
 # local-up itself (re)builds peerdiscovery-apiserver (go build, incremental).
-log::info "building local-up"
-(cd "${REPO_ROOT}" && go build -o "${BIN_DIR}/local-up" ./cmd/local-up)
+log::info "building local-up and the kubectl plugin"
+(cd "${REPO_ROOT}" && go build -o "${BIN_DIR}/local-up" ./cmd/local-up &&
+  go build -o "${BIN_DIR}/kubectl-plugins/kubectl-peerdiscovery" ./cmd/kubectl-peerdiscovery)
 
 exec "${BIN_DIR}/local-up" --output-dir "${OUTPUT_DIR}" "$@"

@@ -171,6 +171,13 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 		for _, s := range servers {
 			fmt.Fprintf(&b, "  %s --context %s get apiservice %s\n", k, s.Context, localcluster.APIServiceName)
 		}
+		if self, err := os.Executable(); err == nil {
+			// hack/local-up.sh builds the plugin beside this binary.
+			plugins := filepath.Join(filepath.Dir(self), "kubectl-plugins")
+			if _, err := os.Stat(filepath.Join(plugins, "kubectl-peerdiscovery")); err == nil {
+				fmt.Fprintf(&b, "  PATH=%s:$PATH %s peerdiscovery status --kubeconfig %s   # also: explain VERB PATH, drain SERVER\n", plugins, kubectl, kc)
+			}
+		}
 	} else {
 		fmt.Fprintf(&b, "  %s --context %s get namespaces\n", k, oldest)
 	}

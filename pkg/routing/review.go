@@ -47,21 +47,13 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec) (v1alpha1.RouteReviewStatus
 		IsResourceRequest: info.IsResourceRequest,
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 	}
-	local := LocalFunc(func(gvr schema.GroupVersionResource) bool {
-		r := t.Lookup(gvr)
-		if r == nil {
-			return false
-		}
-		if spec.SourcePeer == "" {
-			return r.ServedByAll
-		}
-		for _, p := range r.Peers {
-			if p.ID == spec.SourcePeer && !p.Left {
-				return true
-			}
-		}
-		return false
-	})
+	local := ListedLocal(t, spec.SourcePeer)
+	if spec.SourcePeer == "" {
+		local = LocalFunc(func(gvr schema.GroupVersionResource) bool {
+			r := t.Lookup(gvr)
+			return r != nil && r.ServedByAll
+		})
+	}
 	res := Decide(t, req, spec.SourcePeer, local)
 	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason()}
 	if info.IsResourceRequest {

@@ -77,6 +77,7 @@ func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock, standby bool
 	if standby {
 		rvClock = memstore.NewStandbyClock()
 	}
+	registerMetrics()
 	v := &ViewStore{clock: clk, staleAfter: staleAfter, rvClock: rvClock}
 	v.peers = memstore.New(memstore.Config{
 		Resource: api.Resource("apiserverpeers"), Clock: rvClock, AttrFunc: peerAttrs,
@@ -143,6 +144,7 @@ func (v *ViewStore) publish(view View) error {
 	v.mu.Lock()
 	v.table = table
 	v.lastPublish = v.clock.Now()
+	markViewUpdated(v.lastPublish)
 	v.mu.Unlock()
 	return nil
 }
@@ -244,6 +246,7 @@ func (v *ViewStore) Demote() { v.rvClock.Demote() }
 func (v *ViewStore) MarkReplicated() {
 	v.mu.Lock()
 	v.lastPublish = v.clock.Now()
+	markViewUpdated(v.lastPublish)
 	v.mu.Unlock()
 }
 
