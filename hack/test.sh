@@ -38,9 +38,22 @@ hack/install-test-deps.sh
 
 step "integration and end-to-end tests on real binaries (race detector)"
 # These packages start real etcd and kube-apiservers from _output/bin in
-# network namespaces of their own; PEERDISCOVERY_E2E=1 turns them on. One
-# package at a time: each runs a control plane on the 2 cores.
-PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" \
-  go test -race -p 1 -timeout 60m ./test/... 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log"
+# network namespaces of their own (a subnet each); PEERDISCOVERY_E2E=1 turns
+# them on. Two lanes side by side: upstream's conformance suite and the
+# upgrade drill mostly wait (on controllers, shutdown delays, settle
+# times), so they run beside the other packages, which run one at a time.
+e2e() {
+  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -race -p 1 -timeout 60m "$@"
+}
+waiting=(./test/conformance ./test/upgradedrill)
+mapfile -t busy < <(go list ./test/... | grep -v -e '/test/conformance$' -e '/test/upgradedrill$')
+e2e "${waiting[@]}" >"${OUTPUT_DIR}/e2e-test-waiting.log" 2>&1 &
+waiting_pid=$!
+busy_rc=0
+e2e "${busy[@]}" 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log" || busy_rc=$?
+waiting_rc=0
+wait "${waiting_pid}" || waiting_rc=$?
+cat "${OUTPUT_DIR}/e2e-test-waiting.log"
+(( busy_rc == 0 && waiting_rc == 0 )) || die "end-to-end tests failed (logs: ${OUTPUT_DIR}/e2e-test.log, ${OUTPUT_DIR}/e2e-test-waiting.log)"
 
 log::info "all tests passed in $(( $(date +%s) - start ))s"

@@ -26,7 +26,6 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
-	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
@@ -163,6 +162,8 @@ type Filter struct {
 	syncDeadline atomic.Int64
 	// registrar keeps the registration Lease; set by the post-start hook.
 	registrar atomic.Pointer[registrar]
+	// routableLatched is set once ReadyzCheck passed.
+	routableLatched atomic.Bool
 }
 
 // New validates the options and builds a filter. A filter whose options
@@ -283,13 +284,6 @@ func (f *Filter) PreShutdownHook() error {
 		klog.InfoS("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
 	}
 	return nil
-}
-
-// ReadyzCheck reports the filter's cache state. It never fails: the server
-// must serve (locally) while peerdiscovery-apiserver is absent; the check's
-// detail and the peerdiscovery_filter_cache_synced metric say which.
-func (f *Filter) ReadyzCheck() healthz.HealthChecker {
-	return healthz.NamedCheck("peerdiscovery-filter", func(*http.Request) error { return nil })
 }
 
 // Synced reports whether both the local discovery and the routing caches

@@ -414,6 +414,53 @@ func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.Reve
 	return actual.(*httputil.ReverseProxy)
 }
 
+// endOnShutdown ends a proxied watch's stream when this server stops
+// accepting requests, as kube-apiserver ends its own watches: the chain's
+// WithWatchTerminationDuringShutdown (--shutdown-watch-termination-grace-period
+// > 0) puts that signal in a watch's context. Without it, a watch proxied
+// through a stopping server held its HTTP server open until the shutdown
+// timeout, and the graceful stop took a minute. The stream ends cleanly
+// (EOF, not a cut connection), so the client just watches again.
+func endOnShutdown(resp *http.Response) {
+	if resp.Request == nil || resp.Body == nil {
+		return
+	}
+	sig := apirequest.ServerShutdownSignalFrom(resp.Request.Context())
+	if sig == nil {
+		return
+	}
+	b := &shutdownBody{ReadCloser: resp.Body, done: make(chan struct{})}
+	go func() {
+		select {
+		case <-sig.ShuttingDown():
+			b.shutdown.Store(true)
+			_ = b.ReadCloser.Close() // unblocks a pending Read
+		case <-b.done:
+		}
+	}()
+	resp.Body = b
+}
+
+type shutdownBody struct {
+	io.ReadCloser
+	done      chan struct{}
+	closeOnce sync.Once
+	shutdown  atomic.Bool
+}
+
+func (b *shutdownBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && b.shutdown.Load() {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (b *shutdownBody) Close() error {
+	b.closeOnce.Do(func() { close(b.done) })
+	return b.ReadCloser.Close()
+}
+
 // currentTransport round-trips with the proxier's current transport.
 type currentTransport struct {
 	p           *proxier
@@ -433,7 +480,11 @@ func modifyResponse(resp *http.Response) error {
 	resp.Header.Del(auditinternal.HeaderAuditID)
 	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
 	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
-	return rejectRedirect(resp)
+	if err := rejectRedirect(resp); err != nil {
+		return err
+	}
+	endOnShutdown(resp)
+	return nil
 }
 
 // rejectRedirect replaces a peer's redirect with a 502, as

@@ -409,6 +409,16 @@ func (c *Cluster) nsArgv(hostname string, argv ...string) []string {
 	return append(out, argv...)
 }
 
+// argvHostname is the hostname nsArgv set ("" for none).
+func argvHostname(argv []string) string {
+	for i, a := range argv {
+		if a == `hostname "$0" && exec "$@"` && i+1 < len(argv) {
+			return argv[i+1]
+		}
+	}
+	return ""
+}
+
 func (c *Cluster) logPath(name string) string { return filepath.Join(c.logDir, name+".log") }
 
 // ---------------------------------------------------------------- etcd
@@ -750,6 +760,36 @@ func (c *Cluster) StartAPIServerAs(i int, hostname string) error {
 	}
 	c.opMu.Lock()
 	s.proc.argv = c.nsArgv(hostname, append([]string{s.binary}, c.kubeAPIServerArgs(s)...)...)
+	c.opMu.Unlock()
+	return c.StartAPIServer(i)
+}
+
+// UpgradeAPIServer starts the stopped kube-apiserver i as spec (another
+// release, binary or flags), with the same hostname (identity), address
+// and certificates, as a node's static Pod does after kubeadm upgrade, and
+// waits for its /readyz. The binary of spec.Version must be built; a
+// routing other than this project's gives spec.Binary.
+func (c *Cluster) UpgradeAPIServer(i int, spec ServerSpec) error {
+	s, err := c.server(i)
+	if err != nil {
+		return err
+	}
+	binary := spec.Binary
+	if binary == "" {
+		binary = filepath.Join(c.cfg.binDir(), "kube-apiserver-"+spec.Version, "kube-apiserver")
+	}
+	if _, err := os.Stat(binary); err != nil {
+		return fmt.Errorf("kube-apiserver %s: %w (hack/build-kube-apiserver.sh %s)", spec.Version, err, spec.Version)
+	}
+	c.opMu.Lock()
+	if !s.down.Load() || s.proc.exitErr() == nil {
+		c.opMu.Unlock()
+		return fmt.Errorf("%s must be stopped before it is upgraded", s.name)
+	}
+	hostname := argvHostname(s.proc.argv) // StartAPIServerAs may have changed it
+	s.spec, s.binary = spec, binary
+	s.proc.argv = c.nsArgv(hostname, append([]string{s.binary}, c.kubeAPIServerArgs(s)...)...)
+	s.proc.env = spec.Env
 	c.opMu.Unlock()
 	return c.StartAPIServer(i)
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -55,13 +56,27 @@ func (r Routing) Apply(cfg *Config) error {
 	}
 	cfg.ExtensionReplicas = -1
 	for i := range cfg.Servers {
-		s := &cfg.Servers[i]
-		s.Binary = filepath.Join(out, "bin", "kube-apiserver-upstream-"+s.Version, "kube-apiserver")
-		if _, err := os.Stat(s.Binary); err != nil {
-			return fmt.Errorf("routing %s needs hack/build-kube-apiserver-upstream.sh %s: %w", r, s.Version, err)
+		if cfg.Servers[i], err = r.server(out, cfg.Servers[i]); err != nil {
+			return err
 		}
-		s.ExtraFlags = append(s.ExtraFlags, "--feature-gates=UnknownVersionInteroperabilityProxy="+strconv.FormatBool(r == RoutingUpstream))
-		s.OmitPeerFlags = r == RoutingNone
 	}
 	return nil
+}
+
+// Server is spec as this routing runs it, for UpgradeAPIServer.
+func (r Routing) Server(c *Cluster, spec ServerSpec) (ServerSpec, error) {
+	if r == RoutingPeerDiscovery {
+		return spec, nil
+	}
+	return r.server(c.cfg.OutputDir, spec)
+}
+
+func (r Routing) server(outputDir string, s ServerSpec) (ServerSpec, error) {
+	s.Binary = filepath.Join(outputDir, "bin", "kube-apiserver-upstream-"+s.Version, "kube-apiserver")
+	if _, err := os.Stat(s.Binary); err != nil {
+		return s, fmt.Errorf("routing %s needs hack/build-kube-apiserver-upstream.sh %s: %w", r, s.Version, err)
+	}
+	s.ExtraFlags = append(slices.Clone(s.ExtraFlags), "--feature-gates=UnknownVersionInteroperabilityProxy="+strconv.FormatBool(r == RoutingUpstream))
+	s.OmitPeerFlags = r == RoutingNone
+	return s, nil
 }

@@ -1,0 +1,197 @@
+// drill-report writes the upgrade drill's report: the Markdown table of
+// the runs side by side and a PNG timeline (latency percentiles and
+// failures over time, the steps marked). hack/upgrade-drill.sh runs it.
+// It is a module of its own so that the plotting library stays out of
+// peerdiscovery's go.mod.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"image/color"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"sigs.k8s.io/peerdiscovery/test/upgradedrill"
+)
+
+const bucket = 5 * time.Second
+
+func main() {
+	dir := flag.String("dir", "_output/upgrade-drill", "folder of the drill results (<routing>-<mode>.json)")
+	mode := flag.String("mode", "full", "which drill: full or short")
+	flag.Parse()
+	var results []*upgradedrill.Result
+	for _, routing := range []string{"peerdiscovery", "upstream"} {
+		data, err := os.ReadFile(filepath.Join(*dir, routing+"-"+*mode+".json"))
+		if os.IsNotExist(err) {
+			continue
+		}
+		if err != nil {
+			fail(err)
+		}
+		r := &upgradedrill.Result{}
+		if err := json.Unmarshal(data, r); err != nil {
+			fail(fmt.Errorf("%s: %w", routing, err))
+		}
+		results = append(results, r)
+	}
+	if len(results) == 0 {
+		fail(fmt.Errorf("no drill results in %s", *dir))
+	}
+	md := filepath.Join(*dir, "report-"+*mode+".md")
+	if err := os.WriteFile(md, []byte(upgradedrill.Markdown(results...)), 0o644); err != nil {
+		fail(err)
+	}
+	png := filepath.Join(*dir, "timeline-"+*mode+".png")
+	if err := timeline(png, results); err != nil {
+		fail(err)
+	}
+	fmt.Printf("%s\n%s\n", md, png)
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "drill-report:", err)
+	os.Exit(1)
+}
+
+// timeline draws, per run, latency (p50, p99 per 5 s) and failures per
+// second (operations failed after retries; 503 attempts with Retry-After
+// that client-go retried), with the steps' SIGTERM and ready marked.
+func timeline(path string, results []*upgradedrill.Result) error {
+	var rows [][]*plot.Plot
+	for _, r := range results {
+		lat, fails := plot.New(), plot.New()
+		lat.Title.Text = r.Routing + ": latency of operations (watches excluded), per 5 s"
+		lat.Y.Label.Text = "ms"
+		lat.Y.Scale, lat.Y.Tick.Marker = plot.LogScale{}, plot.LogTicks{Prec: -1}
+		fails.Title.Text = r.Routing + ": per second"
+		fails.X.Label.Text = "seconds since the workload started"
+		n := int(r.Phases[len(r.Phases)-1].End/bucket) + 1
+		durs := make([][]time.Duration, n)
+		failed, retried := make([]float64, n), make([]float64, n)
+		for _, s := range r.Samples {
+			i := int(s.At / bucket)
+			if s.Verb != "watch" {
+				durs[i] = append(durs[i], s.Took)
+			}
+			if s.Code != 200 {
+				failed[i]++
+			}
+		}
+		for _, a := range r.Attempts {
+			if a.Code == 503 && a.RetryAfter && int(a.At/bucket) < n {
+				retried[int(a.At/bucket)]++
+			}
+		}
+		var p50, p99, f, ra plotter.XYs
+		for i := range n {
+			x := (float64(i) + 0.5) * bucket.Seconds()
+			if len(durs[i]) > 0 {
+				slices.Sort(durs[i])
+				p50 = append(p50, plotter.XY{X: x, Y: ms(durs[i][len(durs[i])/2])})
+				p99 = append(p99, plotter.XY{X: x, Y: ms(durs[i][min(len(durs[i])-1, len(durs[i])*99/100)])})
+			}
+			f = append(f, plotter.XY{X: x, Y: failed[i] / bucket.Seconds()})
+			ra = append(ra, plotter.XY{X: x, Y: retried[i] / bucket.Seconds()})
+		}
+		if err := addLines(lat, map[string]plotter.XYs{"p50": p50, "p99": p99}); err != nil {
+			return err
+		}
+		if err := addLines(fails, map[string]plotter.XYs{"failed after retries": f, "503 + Retry-After (retried)": ra}); err != nil {
+			return err
+		}
+		top := 1.0 // a run without failures keeps a readable axis
+		for i := range f {
+			top = max(top, f[i].Y*1.15, ra[i].Y*1.15)
+		}
+		fails.Y.Min, fails.Y.Max = 0, top
+		for _, p := range []*plot.Plot{lat, fails} {
+			p.X.Min, p.X.Max = 0, float64(n)*bucket.Seconds()
+			p.Legend.Top = true
+			markSteps(p, r)
+		}
+		rows = append(rows, []*plot.Plot{lat}, []*plot.Plot{fails})
+	}
+	img := vgimg.New(vg.Points(1100), vg.Points(float64(260*len(rows))))
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadX: vg.Points(8), PadY: vg.Points(12), PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
+	canvases := plot.Align(rows, tiles, dc)
+	for i := range rows {
+		rows[i][0].Draw(canvases[i][0])
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	_, err = vgimg.PngCanvas{Canvas: img}.WriteTo(out)
+	return err
+}
+
+var palette = []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}}
+
+func addLines(p *plot.Plot, series map[string]plotter.XYs) error {
+	names := make([]string, 0, len(series))
+	for name := range series {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for i, name := range names {
+		if len(series[name]) == 0 {
+			continue
+		}
+		l, err := plotter.NewLine(series[name])
+		if err != nil {
+			return err
+		}
+		l.Color, l.Width = palette[i%len(palette)], vg.Points(1.5)
+		p.Add(l)
+		p.Legend.Add(name, l)
+	}
+	return nil
+}
+
+// markSteps draws each step's SIGTERM (dashed) and ready (solid) as
+// vertical lines, named at the top.
+func markSteps(p *plot.Plot, r *upgradedrill.Result) {
+	p.Add(plotter.NewGrid())
+	lo, hi := p.Y.Min, p.Y.Max
+	if lo <= 0 {
+		lo = 0.001
+	}
+	for i, s := range r.Steps {
+		for _, m := range []struct {
+			at     time.Duration
+			dashed bool
+		}{{s.SIGTERM, true}, {s.Ready, false}} {
+			l, err := plotter.NewLine(plotter.XYs{{X: m.at.Seconds(), Y: lo}, {X: m.at.Seconds(), Y: hi}})
+			if err != nil {
+				continue
+			}
+			l.Color = color.Gray{Y: 90}
+			if m.dashed {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
+			p.Add(l)
+		}
+		labels, err := plotter.NewLabels(plotter.XYLabels{
+			XYs:    []plotter.XY{{X: s.SIGTERM.Seconds(), Y: hi}},
+			Labels: []string{fmt.Sprintf("%d: %s", i+1, s.Step)},
+		})
+		if err == nil {
+			p.Add(labels)
+		}
+	}
+}
+
+func ms(d time.Duration) float64 { return max(float64(d)/float64(time.Millisecond), 0.01) }

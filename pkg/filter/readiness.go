@@ -1,0 +1,88 @@
+/*
+Copyright The peerdiscovery Authors.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package filter
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"k8s.io/apiserver/pkg/server/healthz"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
+)
+
+// unsyncedReadyAfter is how long after start an unsynced filter (no
+// peerdiscovery-apiserver reachable: not installed yet, or down) holds back
+// readiness: then the server serves as stock kube-apiserver does.
+const unsyncedReadyAfter = 5 * time.Second
+
+// ReadyzCheck holds this kube-apiserver's readiness at start until its
+// peers can route to it: until peerdiscovery lists it ready with the
+// discovery it serves now (the same ETag), whose routes were published
+// before it. Otherwise a load balancer sends clients to a new server that
+// serves, say, a v1.37-only API, while the other servers' filters do not
+// know yet and answer 404 for it. The hold is bounded (SyncGracePeriod after
+// the post-start hook, or unsyncedReadyAfter while nothing syncs), and once
+// passed it never fails again: discovery changing later (a CRD) must not
+// take a running server out of rotation.
+func (f *Filter) ReadyzCheck() healthz.HealthChecker {
+	return healthz.NamedCheck("peerdiscovery-filter", func(*http.Request) error {
+		if f.routableLatched.Load() {
+			return nil
+		}
+		err := f.routableByPeers(time.Now())
+		if err == nil {
+			f.routableLatched.Store(true)
+		}
+		return err
+	})
+}
+
+func (f *Filter) routableByPeers(now time.Time) error {
+	deadline := f.syncDeadline.Load()
+	switch {
+	case !f.opts.Enabled():
+		return nil
+	case deadline == 0:
+		return fmt.Errorf("the peerdiscovery filter has not started yet")
+	case now.UnixNano() >= deadline:
+		return nil // bounded: serve as stock kube-apiserver would
+	case !f.state.synced() || !f.local.synced():
+		started := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
+		if now.Sub(started) >= unsyncedReadyAfter {
+			return nil
+		}
+		return fmt.Errorf("the peerdiscovery filter's routing caches are not synced yet")
+	}
+	local := f.local.current().apisETag
+	for _, obj := range f.state.peers.GetStore().List() {
+		p, ok := obj.(*v1alpha1.APIServerPeer)
+		if !ok || p.Spec.ServerID != f.serverID {
+			continue
+		}
+		if rp := routing.PeerFromObject(p); !rp.Ready {
+			return fmt.Errorf("peers cannot route to this server yet: its APIServerPeer %s is not ready", p.Name)
+		}
+		if p.Status.DiscoveryETag != local {
+			return fmt.Errorf("peers cannot route to this server yet: peerdiscovery has its discovery %s, it serves %s", p.Status.DiscoveryETag, local)
+		}
+		return nil
+	}
+	return fmt.Errorf("peers cannot route to this server yet: peerdiscovery lists no APIServerPeer %s", f.serverID)
+}
