@@ -162,8 +162,10 @@ type Filter struct {
 	syncDeadline atomic.Int64
 	// registrar keeps the registration Lease; set by the post-start hook.
 	registrar atomic.Pointer[registrar]
-	// routableLatched is set once ReadyzCheck passed.
+	// routableLatched is set once ReadyzCheck passed; routableSince is
+	// when it first found peers able to route here (Unix ns, 0: not now).
 	routableLatched atomic.Bool
+	routableSince   atomic.Int64
 }
 
 // New validates the options and builds a filter. A filter whose options

@@ -32,6 +32,12 @@ import (
 // readiness: then the server serves as stock kube-apiserver does.
 const unsyncedReadyAfter = 5 * time.Second
 
+// routableSettle is how long this server must have seen itself routable
+// before it reports ready: the other servers' filters read the same
+// routing tables over watches of their own, which may lag this one's by
+// more than a moment on a busy machine.
+const routableSettle = 2 * time.Second
+
 // ReadyzCheck holds this kube-apiserver's readiness at start until its
 // peers can route to it: until peerdiscovery lists it ready with the
 // discovery it serves now (the same ETag), whose routes were published
@@ -46,29 +52,53 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 		if f.routableLatched.Load() {
 			return nil
 		}
-		err := f.routableByPeers(time.Now())
-		if err == nil {
-			f.routableLatched.Store(true)
+		now := time.Now()
+		routable, err := f.routableByPeers(now)
+		if err != nil {
+			f.routableSince.Store(0)
+			return err
 		}
-		return err
+		if !routable { // nothing to wait for (disabled, bounded, no peerdiscovery)
+			f.routableLatched.Store(true)
+			return nil
+		}
+		since := f.routableSince.Load()
+		if since == 0 {
+			f.routableSince.Store(now.UnixNano())
+			since = now.UnixNano()
+		}
+		if wait := routableSettle - now.Sub(time.Unix(0, since)); wait > 0 && !f.pastReadinessBound(now) {
+			return fmt.Errorf("peers route to this server; letting their watches catch up for %s", wait.Round(100*time.Millisecond))
+		}
+		f.routableLatched.Store(true)
+		return nil
 	})
 }
 
-func (f *Filter) routableByPeers(now time.Time) error {
+// pastReadinessBound: SyncGracePeriod since the post-start hook has passed.
+func (f *Filter) pastReadinessBound(now time.Time) bool {
+	deadline := f.syncDeadline.Load()
+	return deadline != 0 && now.UnixNano() >= deadline
+}
+
+// routableByPeers is true when peerdiscovery lists this server ready with
+// its current discovery; false without an error when readiness need not
+// wait for that (the filter is off, the bound passed, nothing syncs).
+func (f *Filter) routableByPeers(now time.Time) (bool, error) {
 	deadline := f.syncDeadline.Load()
 	switch {
 	case !f.opts.Enabled():
-		return nil
+		return false, nil
 	case deadline == 0:
-		return fmt.Errorf("the peerdiscovery filter has not started yet")
-	case now.UnixNano() >= deadline:
-		return nil // bounded: serve as stock kube-apiserver would
+		return false, fmt.Errorf("the peerdiscovery filter has not started yet")
+	case f.pastReadinessBound(now):
+		return false, nil // bounded: serve as stock kube-apiserver would
 	case !f.state.synced() || !f.local.synced():
 		started := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
 		if now.Sub(started) >= unsyncedReadyAfter {
-			return nil
+			return false, nil
 		}
-		return fmt.Errorf("the peerdiscovery filter's routing caches are not synced yet")
+		return false, fmt.Errorf("the peerdiscovery filter's routing caches are not synced yet")
 	}
 	local := f.local.current().apisETag
 	for _, obj := range f.state.peers.GetStore().List() {
@@ -77,12 +107,12 @@ func (f *Filter) routableByPeers(now time.Time) error {
 			continue
 		}
 		if rp := routing.PeerFromObject(p); !rp.Ready {
-			return fmt.Errorf("peers cannot route to this server yet: its APIServerPeer %s is not ready", p.Name)
+			return false, fmt.Errorf("peers cannot route to this server yet: its APIServerPeer %s is not ready", p.Name)
 		}
 		if p.Status.DiscoveryETag != local {
-			return fmt.Errorf("peers cannot route to this server yet: peerdiscovery has its discovery %s, it serves %s", p.Status.DiscoveryETag, local)
+			return false, fmt.Errorf("peers cannot route to this server yet: peerdiscovery has its discovery %s, it serves %s", p.Status.DiscoveryETag, local)
 		}
-		return nil
+		return true, nil
 	}
-	return fmt.Errorf("peers cannot route to this server yet: peerdiscovery lists no APIServerPeer %s", f.serverID)
+	return false, fmt.Errorf("peers cannot route to this server yet: peerdiscovery lists no APIServerPeer %s", f.serverID)
 }

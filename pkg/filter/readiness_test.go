@@ -46,19 +46,27 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 			t.Fatalf("got %v, want %q", err, want)
 		}
 	}
+	routable := func(at time.Time, wantRoutable bool, want string) {
+		t.Helper()
+		got, err := f.routableByPeers(at)
+		expect(err, want)
+		if got != wantRoutable {
+			t.Fatalf("routable %v, want %v", got, wantRoutable)
+		}
+	}
 	expect(f.ReadyzCheck().Check(nil), "has not started")
 
 	start := time.Now()
 	f.syncDeadline.Store(start.Add(time.Minute).UnixNano())
-	expect(f.routableByPeers(start.Add(time.Second)), "not synced yet")
-	expect(f.routableByPeers(start.Add(unsyncedReadyAfter)), "") // nothing syncs: no hold past it
+	routable(start.Add(time.Second), false, "not synced yet")
+	routable(start.Add(unsyncedReadyAfter), false, "") // nothing syncs: no hold past it
 
 	f.local.doc.Store(&localDoc{apisETag: `"new"`})
 	f.state.isSynced.Store(true)
 	f.state.peers = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.APIServerPeer{}, 0, cache.Indexers{})
 	store := f.state.peers.GetStore()
 	now := start.Add(time.Second)
-	expect(f.routableByPeers(now), "lists no APIServerPeer apiserver-me")
+	routable(now, false, "lists no APIServerPeer apiserver-me")
 
 	peer := &v1alpha1.APIServerPeer{
 		ObjectMeta: metav1.ObjectMeta{Name: "apiserver-me"},
@@ -70,20 +78,35 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The tombstone of the last run (the same identity, the old release).
-	expect(f.routableByPeers(now), `peerdiscovery has its discovery "old", it serves "new"`)
+	routable(now, false, `peerdiscovery has its discovery "old", it serves "new"`)
 	peer = peer.DeepCopy()
 	peer.Status.DiscoveryETag = `"new"`
 	peer.Status.Conditions[0].Status = metav1.ConditionFalse
 	_ = store.Update(peer)
-	expect(f.routableByPeers(now), "is not ready")
-	expect(f.routableByPeers(start.Add(time.Minute)), "") // bounded by SyncGracePeriod
+	routable(now, false, "is not ready")
+	routable(start.Add(time.Minute), false, "") // bounded by SyncGracePeriod
 	expect(f.ReadyzCheck().Check(nil), "is not ready")
 
 	peer = peer.DeepCopy()
 	peer.Status.Conditions[0].Status = metav1.ConditionTrue
 	_ = store.Update(peer)
+	routable(now, true, "")
+	// Routable: the other servers' watches get a moment to catch up.
+	expect(f.ReadyzCheck().Check(nil), "letting their watches catch up")
+	f.routableSince.Store(time.Now().Add(-routableSettle).UnixNano())
 	expect(f.ReadyzCheck().Check(nil), "")
 	// Latched: a later discovery change does not take the server out.
 	f.local.doc.Store(&localDoc{apisETag: `"with-a-new-crd"`})
 	expect(f.ReadyzCheck().Check(nil), "")
+}
+
+// A filter that is off never holds readiness.
+func TestReadyzFilterOff(t *testing.T) {
+	f, err := New(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.ReadyzCheck().Check(nil); err != nil {
+		t.Fatalf("disabled filter: %v", err)
+	}
 }

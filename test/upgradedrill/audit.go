@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,13 +24,18 @@ type Convergence struct {
 	Join map[int]time.Duration `json:"join,omitempty"`
 }
 
-// JoinMax is the slowest server's Join (0 when none proxied to it).
-func (c Convergence) JoinMax() time.Duration {
-	var m time.Duration
-	for _, d := range c.Join {
-		m = max(m, d)
+// JoinP50Max are the median and the slowest of the servers' Join (0, 0
+// when none proxied to it).
+func (c Convergence) JoinP50Max() (p50, slowest time.Duration) {
+	var d []time.Duration
+	for _, j := range c.Join {
+		d = append(d, j)
 	}
-	return m
+	if len(d) == 0 {
+		return 0, 0
+	}
+	slices.Sort(d)
+	return d[(len(d)-1)/2], d[len(d)-1]
 }
 
 type auditEvent struct {

@@ -142,7 +142,7 @@ func Markdown(results ...*Result) string {
 	})
 	row("operations skipped (all workers busy)", func(r *Result, _ Counts) string { return fmt.Sprint(r.Skipped) })
 
-	b.WriteString("\nRouting convergence per step (from the stepping server's audit log): **leave** is from its SIGTERM to the last request another server proxied to it; **join** is from its readyz to the first request each other server proxied to it, the slowest shown (— where no server proxied to it).\n\n")
+	b.WriteString("\nRouting convergence per step (from the stepping server's audit log): **leave** is from its SIGTERM to the last request another server proxied to it; **join** is from its readyz to the first request each other server proxied to it, median and slowest over those servers (— where no server proxied to it).\n\n")
 	b.WriteString("| step |")
 	for _, r := range results {
 		fmt.Fprintf(&b, " %s: stop, start | leave | join |", r.Routing)
@@ -161,7 +161,8 @@ func Markdown(results ...*Result) string {
 				leave = fmt.Sprintf("%s (%d proxied in the 10 s before)", secs(*s.Convergence.Leave), s.Convergence.ProxiedBefore)
 			}
 			if len(s.Convergence.Join) > 0 {
-				join = fmt.Sprintf("%s (%d servers)", secs(s.Convergence.JoinMax()), len(s.Convergence.Join))
+				p50, slowest := s.Convergence.JoinP50Max()
+				join = fmt.Sprintf("p50 %s, max %s (%d servers)", secs(p50), secs(slowest), len(s.Convergence.Join))
 			}
 			fmt.Fprintf(&b, " %s, %s | %s | %s |", secs(s.Exited-s.SIGTERM), secs(s.Ready-s.Exited), leave, join)
 		}
