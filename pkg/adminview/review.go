@@ -70,7 +70,7 @@ func NewDrain(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTable
 	for _, s := range drained {
 		gone = append(gone, s.ServerID)
 	}
-	w := routing.WhatIfDrained(newTable(peers, tables), live, gone...)
+	w := routing.WhatIfDrained(routing.NewTableFromObjects(tables, peers), live, gone...)
 	d.Unavailable = drainRows(w.Unavailable)
 	d.FailOver = drainRows(w.FailOver)
 	return d, nil
@@ -79,7 +79,7 @@ func NewDrain(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTable
 func drainRows(in []routing.DrainedRoute) []DrainRow {
 	out := make([]DrainRow, 0, len(in))
 	for _, r := range in {
-		row := DrainRow{GVR: GVRString(r.GVR)}
+		row := DrainRow{GVR: routing.GVRString(r.GVR)}
 		for _, from := range slices.Sorted(maps.Keys(r.From)) {
 			row.Moves = append(row.Moves, Move{Server: from, To: r.From[from]})
 		}

@@ -26,7 +26,6 @@ import (
 	"slices"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -117,13 +116,13 @@ func columnKey(i int) string {
 
 // NewStatus builds the status from the listed objects.
 func NewStatus(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTable) Status {
-	t := newTable(peers, tables)
+	t := routing.NewTableFromObjects(tables, peers)
 	st := Status{Servers: Servers(peers), Routes: t.Len(), Skew: []SkewRow{}}
 	for _, r := range t.Routes() {
 		if r.ServedByAll || r.ClusterWide {
 			continue
 		}
-		row := SkewRow{GVR: GVRString(r.GVR), Cells: make([]Cell, len(st.Servers))}
+		row := SkewRow{GVR: routing.GVRString(r.GVR), Cells: make([]Cell, len(st.Servers))}
 		for i, s := range st.Servers {
 			if s.Left {
 				continue
@@ -137,27 +136,6 @@ func NewStatus(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTabl
 		st.Skew = append(st.Skew, row)
 	}
 	return st
-}
-
-func newTable(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTable) *routing.Table {
-	pp := make([]*v1alpha1.APIServerPeer, len(peers))
-	for i := range peers {
-		pp[i] = &peers[i]
-	}
-	tp := make([]*v1alpha1.PeerRoutingTable, len(tables))
-	for i := range tables {
-		tp[i] = &tables[i]
-	}
-	return routing.NewTable(tp, pp)
-}
-
-// GVRString is group/version/resource, or version/resource for the core
-// group: how kubectl users write a GVR.
-func GVRString(gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return gvr.Version + "/" + gvr.Resource
-	}
-	return gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
 }
 
 // compareVersions orders "v1.36.3" before "v1.37.2" and "v1.37.10"

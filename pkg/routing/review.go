@@ -47,12 +47,12 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec) (v1alpha1.RouteReviewStatus
 		IsResourceRequest: info.IsResourceRequest,
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 	}
-	local := ListedLocal(t, spec.SourcePeer)
-	if spec.SourcePeer == "" {
-		local = LocalFunc(func(gvr schema.GroupVersionResource) bool {
-			r := t.Lookup(gvr)
-			return r != nil && r.ServedByAll
-		})
+	var local Local = LocalFunc(func(gvr schema.GroupVersionResource) bool {
+		r := t.Lookup(gvr)
+		return r != nil && r.ServedByAll
+	})
+	if spec.SourcePeer != "" {
+		local = ListedLocal(t, spec.SourcePeer)
 	}
 	res := Decide(t, req, spec.SourcePeer, local)
 	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason()}

@@ -76,6 +76,19 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPe
 	return t
 }
 
+// NewTableFromObjects is NewTable for listed objects (a List's items).
+func NewTableFromObjects(tables []v1alpha1.PeerRoutingTable, peers []v1alpha1.APIServerPeer) *Table {
+	tp := make([]*v1alpha1.PeerRoutingTable, len(tables))
+	for i := range tables {
+		tp[i] = &tables[i]
+	}
+	pp := make([]*v1alpha1.APIServerPeer, len(peers))
+	for i := range peers {
+		pp[i] = &peers[i]
+	}
+	return NewTable(tp, pp)
+}
+
 // PeerFromObject reads a peer's routing facts from its APIServerPeer.
 func PeerFromObject(p *v1alpha1.APIServerPeer) Peer {
 	out := Peer{ID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil}
@@ -153,7 +166,7 @@ type Result struct {
 
 // Reason explains the decision.
 func (r Result) Reason() string {
-	gvr := gvrString(r.GVR)
+	gvr := GVRString(r.GVR)
 	switch r.why {
 	case whyNonResource:
 		return "not a resource request"
@@ -257,7 +270,9 @@ func orderCandidates(self string, peers []Peer) {
 	})
 }
 
-func gvrString(gvr schema.GroupVersionResource) string {
+// GVRString is group/version/resource, or version/resource for the core
+// group: how kubectl users write a GVR.
+func GVRString(gvr schema.GroupVersionResource) string {
 	if gvr.Group == "" {
 		return gvr.Version + "/" + gvr.Resource
 	}

@@ -229,8 +229,8 @@ func scrape(t *testing.T, component string, i int) map[string]map[string]float64
 			continue
 		}
 		series, value, ok := strings.Cut(line, " ")
-		if i := strings.LastIndex(line, "} "); i >= 0 {
-			series, value, ok = line[:i+1], line[i+2:], true
+		if end := strings.LastIndex(line, "} "); end >= 0 {
+			series, value, ok = line[:end+1], line[end+2:], true
 		}
 		if !ok {
 			continue

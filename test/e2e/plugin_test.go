@@ -21,6 +21,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/adminview"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 var (
@@ -86,7 +87,7 @@ func TestKubectlPlugin(t *testing.T) {
 	onlyOld := map[string]bool{}   // served by the v1.36.3 server only
 	onBothNew := map[string]bool{} // not by the old one, by both new ones
 	for _, pt := range tables.Items {
-		gvr := adminview.GVRString(schema.GroupVersionResource{Group: pt.Spec.Group, Version: pt.Spec.Version, Resource: pt.Spec.Resource})
+		gvr := routing.GVRString(schema.GroupVersionResource{Group: pt.Spec.Group, Version: pt.Spec.Version, Resource: pt.Spec.Resource})
 		if pt.Status.ServedByAll || pt.Status.ClusterWide {
 			continue
 		}

@@ -67,13 +67,12 @@ func startInformers(ctx context.Context, configs []*rest.Config, run string) (*i
 }
 
 // startNewOnly starts the informers of the newer release's kinds.
-func (inf *informers) startNewOnly(context.Context) error {
+func (inf *informers) startNewOnly() {
 	for _, k := range kinds {
 		if k.newOnly {
 			inf.start(k)
 		}
 	}
-	return nil
 }
 
 func (inf *informers) start(k kind) []cache.InformerSynced {

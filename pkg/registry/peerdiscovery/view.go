@@ -139,7 +139,7 @@ func (v *ViewStore) publish(view View) error {
 	v.discovery.Replace(discovery)
 	v.peers.Replace(peers)
 
-	table := routing.NewTable(routingPointers(view.Routes), peerPointers(view.Peers))
+	table := routing.NewTableFromObjects(view.Routes, view.Peers)
 
 	v.mu.Lock()
 	v.table = table
@@ -207,7 +207,7 @@ func (v *ViewStore) replicatedTable() (*routing.Table, error) {
 			return nil, fmt.Errorf("converting APIServerPeer %q: %w", internalPeers[i].Name, err)
 		}
 	}
-	return routing.NewTable(routingPointers(routes), peerPointers(peers)), nil
+	return routing.NewTableFromObjects(routes, peers), nil
 }
 
 // Clock is the resourceVersion clock of the three stores: what replication
@@ -312,14 +312,6 @@ func (v *ViewStore) routablePeers() map[string]bool {
 	return m
 }
 
-func routingPointers(routes []v1alpha1.PeerRoutingTable) []*v1alpha1.PeerRoutingTable {
-	out := make([]*v1alpha1.PeerRoutingTable, len(routes))
-	for i := range routes {
-		out[i] = &routes[i]
-	}
-	return out
-}
-
 // ReadyzCheck fails until a first view was published and whenever the last
 // one is older than staleAfter: a replica serving a frozen view must not
 // receive traffic from the aggregator.
@@ -367,12 +359,4 @@ func (v *ViewStore) Storage() map[string]rest.Storage {
 		},
 		"routereviews": &routeReviewREST{view: v},
 	}
-}
-
-func peerPointers(peers []v1alpha1.APIServerPeer) []*v1alpha1.APIServerPeer {
-	out := make([]*v1alpha1.APIServerPeer, len(peers))
-	for i := range peers {
-		out[i] = &peers[i]
-	}
-	return out
 }
