@@ -11,7 +11,7 @@ step() { log::info "=== $*"; }
 start=$(date +%s)
 
 step "gofmt"
-unformatted="$(gofmt -l cmd pkg test hack 2>/dev/null || true)"
+unformatted="$(gofmt -l cmd internal pkg test hack 2>/dev/null || true)"
 [[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
 
 step "go vet"
@@ -27,7 +27,7 @@ step "verify deploy manifests"
 hack/verify-manifests.sh
 
 step "unit tests (race detector)"
-go test -race -timeout 20m ./pkg/... ./cmd/... 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
+go test -race -timeout 20m ./internal/... ./pkg/... ./cmd/... 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
 
 step "scale tests: 5 peers x 5,000 GVRs (no race detector, which multiplies memory and time)"
 go test -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 \

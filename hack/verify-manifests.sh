@@ -53,7 +53,7 @@ while read -r tag; do
     fail "${DEPLOY}/base/deployment.yaml: image tag ${tag}, VERSION file: ${version}"
 done < <(sed -n "s|^ *image: *${IMAGE}:\([^ ]*\) *$|\1|p" "${DEPLOY}/base/deployment.yaml")
 
-# Every base manifest is in the kustomization (test/localcluster applies
+# Every base manifest is in the kustomization (internal/localcluster applies
 # some of these files directly; an unlisted one would be missed by
 # kubectl apply -k).
 for f in "${DEPLOY}"/base/*.yaml; do

@@ -4,7 +4,7 @@
 // prints a kubeconfig with one context per kube-apiserver and example
 // commands, and keeps it up until Ctrl-C or SIGTERM; then it stops every
 // process it started and deletes its network namespace, so it can be run
-// again. It needs root (ip netns, unshare). See test/localcluster.
+// again. It needs root (ip netns, unshare). See internal/localcluster.
 //
 // Usually run through hack/local-up.sh, which builds what is missing first.
 package main
@@ -22,7 +22,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 )
 
 func main() {

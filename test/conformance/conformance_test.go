@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 )
 
 // newerReleaseOnly are the conformance tests (name fragments) of the APIs

@@ -1,6 +1,6 @@
 // Package conformance runs upstream's own e2e tests through each
 // kube-apiserver of a mixed-version control plane (v1.36.3 + v1.37.2, the
-// test/localcluster default): the committed selection of selection.txt,
+// internal/localcluster default): the committed selection of selection.txt,
 // with hack/conformance.sh, as a user runs it against hack/local-up.sh.
 // Through the older server the newer release's APIs are reached only
 // through the filter, so the same suite passing through both servers, test
@@ -13,7 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 var (
@@ -41,5 +42,5 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	localcluster.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
+	clustertest.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
 }

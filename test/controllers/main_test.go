@@ -1,6 +1,6 @@
 // Package controllers runs a real kube-controller-manager's garbage
 // collector and namespace controller on a mixed-version control plane
-// (test/localcluster): kube-apiserver v1.36.3 with policy/v1 turned off,
+// (internal/localcluster): kube-apiserver v1.36.3 with policy/v1 turned off,
 // which the controller manager (v1.36.3) talks to only, and v1.37.2, the
 // only server of PodDisruptionBudgets and StorageVersionMigrations. Both
 // controllers decide what to delete from discovery and from 404s: the
@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 // The servers, by index.
@@ -56,7 +57,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	localcluster.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
+	clustertest.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
 }
 
 func needCluster(t *testing.T) {

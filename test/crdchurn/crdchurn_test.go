@@ -28,7 +28,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 const (
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("the CRD churn test runs on demand: PEERDISCOVERY_SCALE_E2E=1 (hack/test-crd-churn.sh)")
 		os.Exit(m.Run())
 	}
-	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
+	clustertest.RunTests(m, 20*time.Minute, localcluster.Config{
 		Servers:           []localcluster.ServerSpec{{Version: "v1.36.3"}, {Version: "v1.37.2"}},
 		ExtensionReplicas: 2,
 		ControllerManager: localcluster.ControllerManagerSpec{Disabled: true},

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/pkg/discoveryclient"
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 )
 
 const (

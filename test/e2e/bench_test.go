@@ -16,7 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 )
 
 // BenchmarkGetProxiedVsDirect measures a GET of one StorageVersionMigration

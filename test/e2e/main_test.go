@@ -1,5 +1,5 @@
 // Package e2e runs the end-to-end suite on a real local mixed-version
-// control plane (test/localcluster): etcd, kube-apiserver v1.36.3 and two
+// control plane (internal/localcluster): etcd, kube-apiserver v1.36.3 and two
 // v1.37.2 with the filter linked in, two peerdiscovery-apiserver replicas
 // behind a real APIService, driven with client-go and kubectl. No fakes.
 package e2e
@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 // The servers, by index.
@@ -36,7 +37,7 @@ func TestMain(m *testing.M) {
 		fmt.Sprintf("HTTP2_READ_IDLE_TIMEOUT_SECONDS=%d", int(http2ReadIdleTimeout.Seconds())),
 		fmt.Sprintf("HTTP2_PING_TIMEOUT_SECONDS=%d", int(http2PingTimeout.Seconds())),
 	}
-	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
+	clustertest.RunTests(m, 20*time.Minute, localcluster.Config{
 		Servers: []localcluster.ServerSpec{
 			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}, Env: env},
 			{Version: "v1.37.2", Env: env},

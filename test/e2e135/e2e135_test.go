@@ -1,5 +1,5 @@
 // Package e2e135 runs an upgrade from v1.35 on a real local control plane
-// (test/localcluster): kube-apiserver v1.35.4, v1.36.3 and v1.37.2, each
+// (internal/localcluster): kube-apiserver v1.35.4, v1.36.3 and v1.37.2, each
 // with the filter linked in (the v1.35 build compiles it against the v0.35
 // libraries), and two peerdiscovery-apiserver replicas behind the
 // APIService. Upstream's built-in proxy is alpha and off in v1.35; this is
@@ -29,7 +29,8 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/peerdiscovery/test/discoverycheck"
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 // The servers, by index.
@@ -46,7 +47,7 @@ func TestMain(m *testing.M) {
 		fmt.Println("end-to-end tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
 		os.Exit(m.Run())
 	}
-	localcluster.RunTests(m, 20*time.Minute, localcluster.Config{
+	clustertest.RunTests(m, 20*time.Minute, localcluster.Config{
 		Servers: []localcluster.ServerSpec{
 			// apps/v1 and policy/v1 off: Deployments, DaemonSets,
 			// PodDisruptionBudgets... reach this server's clients from peers,

@@ -12,7 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 var cluster *localcluster.Cluster
@@ -25,7 +26,7 @@ func TestMain(m *testing.M) {
 	// WatchList is client-go's default in v0.37; make it explicit so the
 	// informer test exercises it whatever the default.
 	os.Setenv("KUBE_FEATURE_WatchListClient", "true")
-	localcluster.RunTests(m, 15*time.Minute, localcluster.Config{
+	clustertest.RunTests(m, 15*time.Minute, localcluster.Config{
 		Servers:           []localcluster.ServerSpec{{Version: "v1.37.2"}},
 		ExtensionReplicas: -1,
 		// The engine's tests need no controllers.

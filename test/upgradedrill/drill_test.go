@@ -9,7 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/test/localcluster"
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/clustertest"
 )
 
 var (
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	localcluster.RunTests(m, 15*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
+	clustertest.RunTests(m, 15*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
 }
 
 // TestUpgradeDrill rolls the three servers to the newer release and one

@@ -59,8 +59,9 @@ var DefaultControllers = []string{
 	"ttl-after-finished-controller",
 }
 
-// controllerManagerName names its process, log and credentials.
-const controllerManagerName = "kube-controller-manager"
+// ControllerManagerName names its process, log and credentials.
+// ControllerManagerName names the kube-controller-manager in LogPaths.
+const ControllerManagerName = "kube-controller-manager"
 
 // completeControllerManager fills in the defaults.
 func (c *Config) completeControllerManager() error {
@@ -118,16 +119,16 @@ func (c *Cluster) startControllerManager(ctx context.Context) error {
 	}
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: c.endpoint(s), CertificateAuthorityData: c.pki.ca.CertPEM}
-	cfg.AuthInfos[controllerManagerName] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM, ClientKeyData: kp.KeyPEM}
-	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: controllerManagerName}
+	cfg.AuthInfos[ControllerManagerName] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM, ClientKeyData: kp.KeyPEM}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: ControllerManagerName}
 	cfg.CurrentContext = "local"
-	kubeconfig := filepath.Join(c.runDir, controllerManagerName+".kubeconfig")
+	kubeconfig := filepath.Join(c.runDir, ControllerManagerName+".kubeconfig")
 	if err := clientcmd.WriteToFile(*cfg, kubeconfig); err != nil {
 		return err
 	}
 	c.kcm = &process{
-		name:    controllerManagerName,
-		logPath: c.logPath(controllerManagerName),
+		name:    ControllerManagerName,
+		logPath: c.logPath(ControllerManagerName),
 		argv:    c.nsArgv("", append([]string{c.bins.controllerManager}, c.controllerManagerArgs(kubeconfig)...)...),
 	}
 	c.cfg.Logf("starting kube-controller-manager %s, connected to %s (%s) only", cm.Version, s.name, s.spec.Version)
@@ -149,7 +150,7 @@ func (c *Cluster) controllerManagerLeads(ctx context.Context) (bool, string) {
 		return false, err.Error()
 	}
 	_, started := c.kcm.run()
-	l, err := admin.CoordinationV1().Leases("kube-system").Get(ctx, controllerManagerName, metav1.GetOptions{})
+	l, err := admin.CoordinationV1().Leases("kube-system").Get(ctx, ControllerManagerName, metav1.GetOptions{})
 	if err != nil {
 		return false, err.Error()
 	}

@@ -884,7 +884,7 @@ func (c *Cluster) LogPaths() map[string]string {
 		m[e.name] = c.logPath(e.name)
 	}
 	if c.kcm != nil {
-		m[controllerManagerName] = c.kcm.logPath
+		m[ControllerManagerName] = c.kcm.logPath
 	}
 	return m
 }

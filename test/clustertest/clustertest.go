@@ -1,4 +1,6 @@
-package localcluster
+// Package clustertest runs a test package's tests against one real local
+// control plane (internal/localcluster), started once in TestMain.
+package clustertest
 
 import (
 	"context"
@@ -6,18 +8,20 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 )
 
 // RunTests is the body of a test package's TestMain: it starts a cluster
 // from cfg (the start bounded by startTimeout), hands it to use, runs the
 // tests, names the component logs if they failed, stops the cluster and
 // exits with the tests' code.
-func RunTests(m *testing.M, startTimeout time.Duration, cfg Config, use func(*Cluster)) {
+func RunTests(m *testing.M, startTimeout time.Duration, cfg localcluster.Config, use func(*localcluster.Cluster)) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) }
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-	c, err := Start(ctx, cfg)
+	c, err := localcluster.Start(ctx, cfg)
 	cancel()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
