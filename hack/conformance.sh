@@ -1,4 +1,18 @@
 #!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # Runs a committed selection of upstream's own e2e tests
 # (test/conformance/selection.txt) through one kube-apiserver of the local
 # control plane: every request of the suite goes to that server, so through
@@ -25,7 +39,7 @@ SELECTION="${REPO_ROOT}/test/conformance/selection.txt"
 STAND_IN_NODE="peerdiscovery-conformance-stand-in"
 
 usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
+  sed -n '16,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'
   echo "Flags: --kubeconfig FILE (default _output/local-up/kubeconfig), --context NAME (required),"
   echo "       --report-dir DIR, --version V (of e2e.test; default the newest of KUBE_VERSIONS),"
   echo "       --selection FILE (default test/conformance/selection.txt), --list (print the selected tests),"

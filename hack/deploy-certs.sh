@@ -1,4 +1,18 @@
 #!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # Issues the serving certificate of peerdiscovery-apiserver with openssl and
 # installs it:
 #   1. a CA of its own (kept in --dir, reused on every later run; a new one
@@ -46,7 +60,7 @@ SECRET="peerdiscovery-apiserver-tls"
 APISERVICE="v1alpha1.peerdiscovery.k8s.io"
 
 usage() {
-  sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
+  sed -n '16,/^set -euo/p' "${BASH_SOURCE[0]}" | sed -e '$d' -e 's/^# \{0,1\}//'
 }
 
 kubectl_args=()

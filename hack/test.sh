@@ -1,4 +1,18 @@
 #!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # Runs every test: static checks, generated-code check, unit and
 # integration tests with the race detector, and the end-to-end suites on a
 # real local mixed-version control plane (test/conformance among them:
@@ -13,6 +27,9 @@ start=$(date +%s)
 step "gofmt"
 unformatted="$(gofmt -l cmd internal pkg test hack 2>/dev/null || true)"
 [[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
+
+step "license headers"
+hack/verify-boilerplate.sh
 
 step "go vet"
 go vet ./...

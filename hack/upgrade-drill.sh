@@ -1,4 +1,18 @@
 #!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 # On demand (not in CI): the upgrade drill. Three kube-apiservers v1.36.3
 # (with --shutdown-delay-duration=10s) behind two peerdiscovery-apiserver
 # replicas roll to v1.37.2 one at a time, and one rolls back, while about
@@ -20,7 +34,7 @@ while [[ $# -gt 0 ]]; do
   --short) mode=short ;;
   --only) only="$2"; shift ;;
   --only=*) only="${1#*=}" ;;
-  -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+  -h | --help) sed -n '16,26p' "$0"; exit 0 ;;
   *) die "unknown argument $1 (see --help)" ;;
   esac
   shift

@@ -1,18 +1,19 @@
-/*
-Copyright 2026 The Kubernetes Authors.
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
 
-Licensed under the Apache License, Version 2.0 (the "License");
-you may not use this file except in compliance with the License.
-You may obtain a copy of the License at
-
-    http://www.apache.org/licenses/LICENSE-2.0
-
-Unless required by applicable law or agreed to in writing, software
-distributed under the License is distributed on an "AS IS" BASIS,
-WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
-See the License for the specific language governing permissions and
-limitations under the License.
-*/
+// Portions of this file follow Kubernetes code (Copyright The Kubernetes
+// Authors, Apache License 2.0), as named where they do.
 
 // Command kube-apiserver is the kube-apiserver of one Kubernetes release with
 // the peerdiscovery filter linked into its handler chain, written the way an
@@ -224,10 +225,10 @@ func disableBuiltinPeerProxy(fg featuregate.FeatureGate) error {
 
 // run is app.Run of the release with the filter wired in.
 func run(ctx context.Context, opts options.CompletedOptions, peer peerFlags) error {
-	// To help debugging, immediately log version
-	klog.Infof("Version: %+v", utilversion.Get())
-
-	klog.InfoS("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
+	// To help debugging, immediately log version (as app.Run does).
+	logger := klog.FromContext(ctx)
+	logger.Info("Version", "version", utilversion.Get())
+	logger.Info("Golang settings", "GOGC", os.Getenv("GOGC"), "GOMAXPROCS", os.Getenv("GOMAXPROCS"), "GOTRACEBACK", os.Getenv("GOTRACEBACK"))
 
 	// What app.Run of this release does before NewConfig (release.go).
 	if err := prepareRun(opts); err != nil {
@@ -253,7 +254,7 @@ func run(ctx context.Context, opts options.CompletedOptions, peer peerFlags) err
 	}
 
 	// Innermost in the aggregator chain, exactly where upstream wraps its
-	// peer proxy (k8s.io/kubernetes/pkg/controlplane/apiserver/aggregator.go):
+	// peer proxy (controlplane/apiserver.CreateAggregatorConfig, peerProxy.WrapHandler):
 	// after authentication, audit, impersonation, priority and fairness and
 	// authorization, before the aggregator's own handlers.
 	orig := config.Aggregator.GenericConfig.BuildHandlerChainFunc

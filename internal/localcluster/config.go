@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package localcluster
 
 import (
@@ -271,65 +285,45 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 	b := &binaries{kubeAPIServer: map[string]string{}}
 	bin := c.binDir()
 
-	script := func(what, hint, name string, args ...string) error {
-		c.Logf("building %s with hack/%s (%s)", what, name, hint)
-		return c.runBuild(ctx, what, filepath.Join(c.RepoRoot, "hack", name), args...)
-	}
-	need := func(override, path string) bool {
+	// resolve is override if set, else built, which the hack script name
+	// builds first if it is missing (or Rebuild).
+	resolve := func(override, built, what, hint, name string, args ...string) (string, error) {
 		if override != "" {
-			return false
+			return override, nil
 		}
-		if c.Rebuild {
-			return true
+		if _, err := os.Stat(built); err == nil && !c.Rebuild {
+			return built, nil
 		}
-		_, err := os.Stat(path)
-		return err != nil
+		c.Logf("building %s with hack/%s (%s)", what, name, hint)
+		return built, c.runBuild(ctx, what, filepath.Join(c.RepoRoot, "hack", name), args...)
 	}
 
-	b.etcd = c.EtcdBinary
-	if b.etcd == "" {
-		b.etcd = filepath.Join(bin, "etcd-"+EtcdVersion, "etcd")
+	var err error
+	if b.etcd, err = resolve(c.EtcdBinary, filepath.Join(bin, "etcd-"+EtcdVersion, "etcd"),
+		"etcd "+EtcdVersion, "~2 min cold", "build-etcd.sh"); err != nil {
+		return nil, err
 	}
-	if need(c.EtcdBinary, b.etcd) {
-		if err := script("etcd "+EtcdVersion, "~2 min cold", "build-etcd.sh"); err != nil {
-			return nil, err
-		}
-	}
-	b.kubectl = c.KubectlBinary
-	if b.kubectl == "" {
-		b.kubectl = filepath.Join(bin, "kubectl-"+KubectlVersion, "kubectl")
-	}
-	if need(c.KubectlBinary, b.kubectl) {
-		if err := script("kubectl "+KubectlVersion, "~3 min cold", "build-kubectl.sh"); err != nil {
-			return nil, err
-		}
+	if b.kubectl, err = resolve(c.KubectlBinary, filepath.Join(bin, "kubectl-"+KubectlVersion, "kubectl"),
+		"kubectl "+KubectlVersion, "~3 min cold", "build-kubectl.sh"); err != nil {
+		return nil, err
 	}
 	for _, s := range c.Servers {
 		if _, done := b.kubeAPIServer[s.Version]; done && s.Binary == "" {
 			continue
 		}
-		p := s.Binary
-		if p == "" {
-			p = filepath.Join(bin, "kube-apiserver-"+s.Version, "kube-apiserver")
-		}
-		if need(s.Binary, p) {
-			if err := script("kube-apiserver "+s.Version, "~9 min cold on 2 cores", "build-kube-apiserver.sh", s.Version); err != nil {
-				return nil, err
-			}
+		p, err := resolve(s.Binary, filepath.Join(bin, "kube-apiserver-"+s.Version, "kube-apiserver"),
+			"kube-apiserver "+s.Version, "~9 min cold on 2 cores", "build-kube-apiserver.sh", s.Version)
+		if err != nil {
+			return nil, err
 		}
 		if s.Binary == "" {
 			b.kubeAPIServer[s.Version] = p
 		}
 	}
 	if cm := c.ControllerManager; !cm.Disabled {
-		b.controllerManager = cm.Binary
-		if b.controllerManager == "" {
-			b.controllerManager = filepath.Join(bin, "kube-controller-manager-"+cm.Version, "kube-controller-manager")
-		}
-		if need(cm.Binary, b.controllerManager) {
-			if err := script("kube-controller-manager "+cm.Version, "a few minutes cold", "build-kube-controller-manager.sh", cm.Version); err != nil {
-				return nil, err
-			}
+		if b.controllerManager, err = resolve(cm.Binary, filepath.Join(bin, "kube-controller-manager-"+cm.Version, "kube-controller-manager"),
+			"kube-controller-manager "+cm.Version, "a few minutes cold", "build-kube-controller-manager.sh", cm.Version); err != nil {
+			return nil, err
 		}
 	}
 	b.extension = c.ExtensionBinary

@@ -1,9 +1,25 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package localcluster
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
+	utilversion "k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
@@ -71,3 +87,32 @@ func (c *Cluster) linkKubeconfig(localUp string) error {
 // StableKubeconfig is OutputDir/local-up/kubeconfig, a link to this
 // cluster's kubeconfig, with Config.LinkKubeconfig ("" otherwise).
 func (c *Cluster) StableKubeconfig() string { return c.kubectlLink }
+
+// assignContextNames names each server's kubeconfig context after its
+// version, with -<index> for repeated versions.
+func assignContextNames(servers []*kubeServer) {
+	count := map[string]int{}
+	for _, s := range servers {
+		count[s.spec.Version]++
+	}
+	for _, s := range servers {
+		s.context = s.spec.Version
+		if count[s.spec.Version] > 1 {
+			s.context = fmt.Sprintf("%s-%d", s.spec.Version, s.index)
+		}
+	}
+}
+
+// newestServer is the index of the server with the highest version (the
+// last one among equals): the kubeconfig's current context.
+func newestServer(servers []*kubeServer) int {
+	best := 0
+	for i, s := range servers {
+		vi := utilversion.MustParseSemantic(s.spec.Version)
+		vb := utilversion.MustParseSemantic(servers[best].spec.Version)
+		if vi.AtLeast(vb) {
+			best = i
+		}
+	}
+	return best
+}

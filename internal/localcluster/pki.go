@@ -1,132 +1,40 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package localcluster
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"time"
 
-	"k8s.io/client-go/util/cert"
 	"k8s.io/client-go/util/keyutil"
+
+	"sigs.k8s.io/peerdiscovery/internal/pki"
 )
 
-// certValidity is how long every certificate of a local cluster is valid.
-const certValidity = 365 * 24 * time.Hour
-
 // KeyPair is a certificate, its private key, and both PEM-encoded.
-type KeyPair struct {
-	Cert    *x509.Certificate
-	Key     crypto.Signer
-	CertPEM []byte
-	KeyPEM  []byte
-}
-
-// newKey makes an ECDSA P-256 key: every component accepts it, and it is
-// much cheaper to generate than RSA (tests mint client certificates freely).
-func newKey() (*ecdsa.PrivateKey, []byte, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyPEM, err := keyutil.MarshalPrivateKeyToPEM(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return key, keyPEM, nil
-}
+type KeyPair = pki.KeyPair
 
 // NewCA makes a self-signed certificate authority.
-func NewCA(commonName string) (*KeyPair, error) {
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	c, err := cert.NewSelfSignedCACert(cert.Config{CommonName: commonName}, key)
-	if err != nil {
-		return nil, err
-	}
-	certPEM, err := cert.EncodeCertificates(c)
-	if err != nil {
-		return nil, err
-	}
-	return &KeyPair{Cert: c, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
-}
+func NewCA(commonName string) (*KeyPair, error) { return pki.NewCA(commonName) }
 
-// sign issues a certificate from tmpl with a fresh key.
-func (ca *KeyPair) sign(tmpl *x509.Certificate) (*KeyPair, error) {
-	key, keyPEM, err := newKey()
-	if err != nil {
-		return nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	tmpl.SerialNumber = serial
-	// Tolerate clock skew between the certificate's birth and its users.
-	tmpl.NotBefore = now.Add(-time.Hour).UTC()
-	tmpl.NotAfter = now.Add(certValidity).UTC()
-	tmpl.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
-	if err != nil {
-		return nil, err
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	certPEM := pem.EncodeToMemory(&pem.Block{Type: cert.CertificateBlockType, Bytes: der})
-	return &KeyPair{Cert: c, Key: key, CertPEM: certPEM, KeyPEM: keyPEM}, nil
-}
-
-// NewServingCert issues a TLS serving certificate for the given names and
-// addresses.
-func (ca *KeyPair) NewServingCert(commonName string, dnsNames []string, ips []net.IP) (*KeyPair, error) {
-	return ca.sign(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: commonName},
-		DNSNames:    dnsNames,
-		IPAddresses: ips,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	})
-}
-
-// NewClientCert issues a TLS client certificate: kube-apiserver maps the
-// common name to the user name and the organizations to the groups.
-func (ca *KeyPair) NewClientCert(user string, groups []string) (*KeyPair, error) {
-	return ca.sign(&x509.Certificate{
-		Subject:     pkix.Name{CommonName: user, Organization: groups},
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	})
-}
-
-// write writes the certificate to dir/name.crt and, if withKey, the key to
-// dir/name.key (mode 0600). It returns both paths.
-func (kp *KeyPair) write(dir, name string, withKey bool) (certFile, keyFile string, err error) {
-	certFile = filepath.Join(dir, name+".crt")
-	if err := os.WriteFile(certFile, kp.CertPEM, 0o644); err != nil {
-		return "", "", err
-	}
-	if withKey {
-		keyFile = filepath.Join(dir, name+".key")
-		if err := os.WriteFile(keyFile, kp.KeyPEM, 0o600); err != nil {
-			return "", "", err
-		}
-	}
-	return certFile, keyFile, nil
-}
-
-// pki is every credential of a local cluster, generated in Go at start.
-type pki struct {
+// clusterPKI is every credential of a local cluster, generated in Go at start.
+type clusterPKI struct {
 	dir string
 
 	// ca signs the kube-apiservers' serving certificates and every client
@@ -169,44 +77,44 @@ var kubernetesDNSNames = []string{
 
 // newPKI generates the cluster's CAs, the shared credentials and the
 // extension server's serving certificate, and writes them to dir.
-func newPKI(dir string, extIPs []net.IP) (*pki, error) {
+func newPKI(dir string, extIPs []net.IP) (*clusterPKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	p := &pki{dir: dir}
+	p := &clusterPKI{dir: dir}
 	var err error
-	fail := func(what string, err error) (*pki, error) {
+	fail := func(what string, err error) (*clusterPKI, error) {
 		return nil, fmt.Errorf("generating %s: %w", what, err)
 	}
 
-	if p.ca, err = NewCA("peerdiscovery-local-ca"); err != nil {
+	if p.ca, err = pki.NewCA("peerdiscovery-local-ca"); err != nil {
 		return fail("cluster CA", err)
 	}
-	if p.caFile, _, err = p.ca.write(dir, "ca", true); err != nil {
+	if p.caFile, _, err = p.ca.Write(dir, "ca", true); err != nil {
 		return fail("cluster CA", err)
 	}
-	if p.admin, err = p.ca.NewClientCert("local-admin", []string{"system:masters"}); err != nil {
+	if p.admin, err = p.ca.NewClientCert(adminUser, []string{"system:masters"}); err != nil {
 		return fail("admin client certificate", err)
 	}
-	if _, _, err = p.admin.write(dir, "admin", true); err != nil {
+	if _, _, err = p.admin.Write(dir, "admin", true); err != nil {
 		return fail("admin client certificate", err)
 	}
 
-	if p.frontProxyCA, err = NewCA("peerdiscovery-local-front-proxy-ca"); err != nil {
+	if p.frontProxyCA, err = pki.NewCA("peerdiscovery-local-front-proxy-ca"); err != nil {
 		return fail("front-proxy CA", err)
 	}
-	if p.frontProxyCAFile, _, err = p.frontProxyCA.write(dir, "front-proxy-ca", true); err != nil {
+	if p.frontProxyCAFile, _, err = p.frontProxyCA.Write(dir, "front-proxy-ca", true); err != nil {
 		return fail("front-proxy CA", err)
 	}
 	fpc, err := p.frontProxyCA.NewClientCert("front-proxy-client", nil)
 	if err != nil {
 		return fail("front-proxy client certificate", err)
 	}
-	if p.frontProxyClientCert, p.frontProxyClientKey, err = fpc.write(dir, "front-proxy-client", true); err != nil {
+	if p.frontProxyClientCert, p.frontProxyClientKey, err = fpc.Write(dir, "front-proxy-client", true); err != nil {
 		return fail("front-proxy client certificate", err)
 	}
 
-	saKey, saKeyPEM, err := newKey()
+	saKey, saKeyPEM, err := pki.GenerateKey()
 	if err != nil {
 		return fail("service account key", err)
 	}
@@ -216,17 +124,17 @@ func newPKI(dir string, extIPs []net.IP) (*pki, error) {
 	}
 	p.saKeyFile = filepath.Join(dir, "sa.key")
 	p.saPubFile = filepath.Join(dir, "sa.pub")
-	if err := os.WriteFile(p.saKeyFile, saKeyPEM, 0o600); err != nil {
+	if err := keyutil.WriteKey(p.saKeyFile, saKeyPEM); err != nil {
 		return fail("service account key", err)
 	}
 	if err := os.WriteFile(p.saPubFile, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
 		return fail("service account key", err)
 	}
 
-	if p.extCA, err = NewCA("peerdiscovery-apiserver-ca"); err != nil {
+	if p.extCA, err = pki.NewCA("peerdiscovery-apiserver-ca"); err != nil {
 		return fail("peerdiscovery-apiserver CA", err)
 	}
-	if p.extCAFile, _, err = p.extCA.write(dir, "peerdiscovery-apiserver-ca", true); err != nil {
+	if p.extCAFile, _, err = p.extCA.Write(dir, "peerdiscovery-apiserver-ca", true); err != nil {
 		return fail("peerdiscovery-apiserver CA", err)
 	}
 	ext, err := p.extCA.NewServingCert("peerdiscovery-apiserver",
@@ -234,7 +142,7 @@ func newPKI(dir string, extIPs []net.IP) (*pki, error) {
 	if err != nil {
 		return fail("peerdiscovery-apiserver serving certificate", err)
 	}
-	if p.extServingCert, p.extServingKey, err = ext.write(dir, "peerdiscovery-apiserver", true); err != nil {
+	if p.extServingCert, p.extServingKey, err = ext.Write(dir, "peerdiscovery-apiserver", true); err != nil {
 		return fail("peerdiscovery-apiserver serving certificate", err)
 	}
 	return p, nil
@@ -242,10 +150,10 @@ func newPKI(dir string, extIPs []net.IP) (*pki, error) {
 
 // kubeAPIServerCert issues and writes the serving certificate of one
 // kube-apiserver.
-func (p *pki) kubeAPIServerCert(name string, ips []net.IP) (certFile, keyFile string, err error) {
+func (p *clusterPKI) kubeAPIServerCert(name string, ips []net.IP) (certFile, keyFile string, err error) {
 	kp, err := p.ca.NewServingCert(name, kubernetesDNSNames, ips)
 	if err != nil {
 		return "", "", fmt.Errorf("generating the serving certificate of %s: %w", name, err)
 	}
-	return kp.write(p.dir, name, true)
+	return kp.Write(p.dir, name, true)
 }

@@ -1,7 +1,20 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package localcluster
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -157,37 +170,29 @@ func (p *process) logTail(n int) string {
 }
 
 func tailFile(path string, n int) string {
+	return lastLines(string(readTail(path, 64<<10)), n)
+}
+
+// readTail reads up to the last max bytes of the file at path (nothing if
+// it cannot be read).
+func readTail(path string, max int64) []byte {
 	f, err := os.Open(path)
 	if err != nil {
-		return ""
+		return nil
 	}
 	defer f.Close()
-	const max = 64 << 10
 	if st, err := f.Stat(); err == nil && st.Size() > max {
 		_, _ = f.Seek(-max, io.SeekEnd)
 	}
 	b, _ := io.ReadAll(f)
-	lines := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return string(bytes.Join(lines, []byte("\n")))
+	return b
 }
 
 // logErrors returns the last n distinct klog error lines (E...) and panics
 // of the log: what usually explains a component that does not get ready,
 // buried under repeated health-check lines.
 func (p *process) logErrors(n int) string {
-	f, err := os.Open(p.logPath)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	const max = 4 << 20
-	if st, err := f.Stat(); err == nil && st.Size() > max {
-		_, _ = f.Seek(-max, io.SeekEnd)
-	}
-	b, _ := io.ReadAll(f)
+	b := readTail(p.logPath, 4<<20)
 	var out []string
 	seen := map[string]bool{}
 	lines := strings.Split(string(b), "\n")

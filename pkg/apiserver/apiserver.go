@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package apiserver assembles peerdiscovery-apiserver: the generic API
 // server with the peerdiscovery.k8s.io group installed over in-memory views.
 package apiserver
@@ -45,10 +59,15 @@ func init() {
 	)
 }
 
+// DefaultStaleAfter is the default of ExtraConfig.StaleAfter and of
+// --stale-after: many engine refresh intervals (10s by default), so only a
+// stuck engine makes the server unready.
+const DefaultStaleAfter = 2 * time.Minute
+
 // ExtraConfig is what this server adds to the generic config.
 type ExtraConfig struct {
 	// StaleAfter makes the server unready when the last published view is
-	// older than this.
+	// older than this (default DefaultStaleAfter).
 	StaleAfter time.Duration
 	// Clock is the time source of readiness (tests replace it).
 	Clock clock.PassiveClock
@@ -100,7 +119,7 @@ type Server struct {
 // Complete fills in defaults.
 func (cfg *Config) Complete() CompletedConfig {
 	if cfg.ExtraConfig.StaleAfter == 0 {
-		cfg.ExtraConfig.StaleAfter = 2 * time.Minute
+		cfg.ExtraConfig.StaleAfter = DefaultStaleAfter
 	}
 	if cfg.ExtraConfig.Clock == nil {
 		cfg.ExtraConfig.Clock = clock.RealClock{}
@@ -154,7 +173,11 @@ func (c completedConfig) New() (*Server, error) {
 		if err != nil {
 			return nil, err
 		}
-		if srv.Engine, err = engine.New(*c.ExtraConfig.Engine, clients, restConfig, view, nil, nil); err != nil {
+		engineConfig, err := engine.Config{Options: *c.ExtraConfig.Engine, Clients: clients, Publisher: view, PeerUID: view.PeerUID, RESTConfig: restConfig}.Complete()
+		if err != nil {
+			return nil, err
+		}
+		if srv.Engine, err = engineConfig.New(); err != nil {
 			return nil, err
 		}
 		if rc := c.ExtraConfig.Replication; rc != nil {
@@ -166,7 +189,7 @@ func (c completedConfig) New() (*Server, error) {
 		genericServer.AddPostStartHookOrDie("peerdiscovery-engine", func(ctx genericapiserver.PostStartHookContext) error {
 			go func() {
 				if err := srv.Engine.Run(ctx); err != nil {
-					klog.ErrorS(err, "Peer engine stopped")
+					klog.FromContext(ctx).Error(err, "Peer engine stopped")
 				}
 			}()
 			return nil

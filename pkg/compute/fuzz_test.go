@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package compute
 
 import (
@@ -139,19 +153,13 @@ func FuzzValidateAndCompute(f *testing.F) {
 			if !p.HasDocument {
 				continue
 			}
-			for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{p.API, p.APIs} {
-				for _, g := range doc {
-					for _, v := range g.Versions {
-						for _, r := range v.Resources {
-							if excluded(g.Name, v.Version) {
-								continue
-							}
-							rt := routeByName(out, RouteName(gvr(g.Name, v.Version, r.Resource)))
-							if rt == nil || !slices.Contains(routePeerIDs(rt), p.ServerID) {
-								t.Errorf("%s/%s/%s of %s has no route naming it", g.Name, v.Version, r.Resource, p.ServerID)
-							}
-						}
-					}
+			for listed := range merge.Resources(p.API, p.APIs) {
+				if excluded(listed.Group, listed.Version) {
+					continue
+				}
+				rt := routeByName(out, RouteName(listed))
+				if rt == nil || !slices.Contains(routePeerIDs(rt), p.ServerID) {
+					t.Errorf("%s/%s/%s of %s has no route naming it", listed.Group, listed.Version, listed.Resource, p.ServerID)
 				}
 			}
 		}

@@ -1,7 +1,23 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package discoveryclient
 
 import (
 	"context"
+
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,11 +81,7 @@ func newView(obj *v1alpha1.PeerAggregatedDiscovery) *view {
 			}
 		}
 	}
-	for _, g := range items {
-		for _, ver := range g.Versions {
-			v.gvrCount += len(ver.Resources)
-		}
-	}
+	v.gvrCount = merge.CountResources(items)
 	// Preferred resources with client-go's own algorithm, run once over
 	// this view.
 	v.preferred, _ = discovery.ServerPreferredResourcesWithContext(context.Background(), viewDiscovery{v: v})

@@ -1,30 +1,33 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package engine
 
 import (
 	"reflect"
 	"slices"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/reference"
-	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
-	"sigs.k8s.io/peerdiscovery/pkg/registry/memstore"
-	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
 )
 
 // docA is what a serves: a group and a cluster-scoped resource only it
@@ -49,7 +52,7 @@ func departed(t *testing.T, id, endpoint string, renewed, at time.Time, doc Docu
 	return peerlease.MarkDeparted(regLease(id, endpoint, doc.Version, renewed), at, enc)
 }
 
-func leftAt(v registry.View, id string) time.Time {
+func leftAt(v compute.Output, id string) time.Time {
 	p := peerOf(v, id)
 	if p == nil || p.Status.LeftTime == nil {
 		return time.Time{}
@@ -68,7 +71,7 @@ func TestEngineDepartedLeaseSameViewOnEveryReplica(t *testing.T) {
 	h1.scraper.set(epA, serve(docA()))
 	h1.scraper.set(epB, serve(docB()))
 	h1.start()
-	h1.pub.waitFor(t, "both ready", func(v registry.View) bool { return isReady(v, idA) && isReady(v, idB) })
+	h1.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
 	// It notices the departure a minute after a recorded it.
 	h1.clk.Step(time.Minute)
 	h1.waitCalls(epB, 2)
@@ -76,10 +79,10 @@ func TestEngineDepartedLeaseSameViewOnEveryReplica(t *testing.T) {
 	if _, err := h1.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), departed(t, idA, epA, t0, departure, docA()), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	v1 := h1.pub.waitFor(t, "a left", func(v registry.View) bool { return leftAt(v, idA).Equal(departure) })
+	v1 := h1.pub.waitFor(t, "a left", func(v compute.Output) bool { return leftAt(v, idA).Equal(departure) })
 	callsA := len(h1.scraper.callsTo(epA))
 	h1.refresh(epB)
-	v1 = h1.pub.waitFor(t, "b re-read", func(v registry.View) bool {
+	v1 = h1.pub.waitFor(t, "b re-read", func(v compute.Output) bool {
 		return peerOf(v, idB).Status.LastSyncTime.Time.Equal(h1.clk.Now())
 	})
 	if n := len(h1.scraper.callsTo(epA)); n != callsA {
@@ -92,7 +95,7 @@ func TestEngineDepartedLeaseSameViewOnEveryReplica(t *testing.T) {
 	h2.scraper.set(epA, serve(docA()))
 	h2.scraper.set(epB, serve(docB()))
 	h2.start()
-	v2 := h2.pub.waitFor(t, "b ready, a known", func(v registry.View) bool { return isReady(v, idB) && peerOf(v, idA) != nil })
+	v2 := h2.pub.waitFor(t, "b ready, a known", func(v compute.Output) bool { return isReady(v, idB) && peerOf(v, idA) != nil })
 	if calls := h2.scraper.callsTo(epA); len(calls) != 0 {
 		t.Errorf("the new replica read a departed peer %d times", len(calls))
 	}
@@ -142,17 +145,17 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 		h.scraper.set(epA, serve(docA()))
 		h.scraper.set(epB, serve(docB()))
 		h.start()
-		h.pub.waitFor(t, "both ready", func(v registry.View) bool { return isReady(v, idA) && isReady(v, idB) })
+		h.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
 		h.clk.Step(2 * time.Minute)
 		departure := t0.Add(30 * time.Second)
 		if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), departed(t, idA, epA, t0, departure, docA()), metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		h.pub.waitFor(t, "a left at its departure", func(v registry.View) bool { return leftAt(v, idA).Equal(departure) })
+		h.pub.waitFor(t, "a left at its departure", func(v compute.Output) bool { return leftAt(v, idA).Equal(departure) })
 
 		end := departure.Add(h.opts.TombstonePeriod)
 		h.clk.SetTime(end.Add(-time.Second))
-		v := h.pub.waitFor(t, "b re-read just before a's tombstone ends", func(v registry.View) bool {
+		v := h.pub.waitFor(t, "b re-read just before a's tombstone ends", func(v compute.Output) bool {
 			return peerOf(v, idB).Status.LastSyncTime.Time.Equal(h.clk.Now())
 		})
 		if peerOf(v, idA) == nil || routeOf(v, "things.v1.only-a.example.com") == nil {
@@ -160,7 +163,7 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 		}
 		h.clk.Step(time.Second)
 		h.eng.poke() // a second is no refresh tick
-		v = h.pub.waitFor(t, "a removed", func(v registry.View) bool { return peerOf(v, idA) == nil })
+		v = h.pub.waitFor(t, "a removed", func(v compute.Output) bool { return peerOf(v, idA) == nil })
 		if routeOf(v, "things.v1.only-a.example.com") != nil {
 			t.Error("a's route outlives its tombstone")
 		}
@@ -178,7 +181,7 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 		h.scraper.set(epB, serve(docB()))
 		h.start()
 		gone := renewed.Add(peerlease.DefaultDurationSeconds * time.Second)
-		v := h.pub.waitFor(t, "b ready, a tombstoned", func(v registry.View) bool { return isReady(v, idB) && peerOf(v, idA) != nil })
+		v := h.pub.waitFor(t, "b ready, a tombstoned", func(v compute.Output) bool { return isReady(v, idB) && peerOf(v, idA) != nil })
 		p := peerOf(v, idA)
 		if !leftAt(v, idA).Equal(gone) || readyCond(p).Status != metav1.ConditionFalse || readyCond(p).Reason != "Left" ||
 			!readyCond(p).LastTransitionTime.Time.Equal(gone) || p.Spec.Endpoint != epA {
@@ -188,7 +191,7 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 			t.Errorf("a lapsed peer was read %d times", len(calls))
 		}
 		h.clk.SetTime(gone.Add(h.opts.TombstonePeriod - time.Second))
-		v = h.pub.waitFor(t, "b re-read just before a's tombstone ends", func(v registry.View) bool {
+		v = h.pub.waitFor(t, "b re-read just before a's tombstone ends", func(v compute.Output) bool {
 			return peerOf(v, idB).Status.LastSyncTime.Time.Equal(h.clk.Now())
 		})
 		if peerOf(v, idA) == nil {
@@ -196,225 +199,12 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 		}
 		h.clk.Step(time.Second)
 		h.eng.poke() // a second is no refresh tick
-		h.pub.waitFor(t, "a removed", func(v registry.View) bool { return peerOf(v, idA) == nil })
+		h.pub.waitFor(t, "a removed", func(v compute.Output) bool { return peerOf(v, idA) == nil })
 		// Its leaving was before this replica; the tombstone's end is news.
 		if got := h.eventsFor(idA); !slices.Equal(got, []string{"Normal " + ReasonRemoved}) {
 			t.Errorf("events for a peer that left before the replica started: %v", got)
 		}
 	})
-}
-
-// A new identity at an endpoint retires the older one there at once: no
-// tombstone, no route naming it, one Event.
-func TestEngineSameEndpointNewIdentity(t *testing.T) {
-	const idC = "kube-apiserver-c"
-	docC := document("v1.37.2", grp("apps", ver("v1", "deployments")))
-	notNamed := func(v registry.View, id string) bool {
-		if peerOf(v, id) != nil {
-			return false
-		}
-		for _, r := range v.Routes {
-			for _, p := range r.Status.Peers {
-				if p.ServerID == id {
-					return false
-				}
-			}
-		}
-		return true
-	}
-
-	t.Run("while running", func(t *testing.T) {
-		h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "v1.37.2", t0), regLease(idB, epB, "v1.36.3", t0)}})
-		h.scraper.set(epA, serve(docA()))
-		h.scraper.set(epB, serve(docB()))
-		h.start()
-		h.pub.waitFor(t, "both ready", func(v registry.View) bool { return isReady(v, idA) && isReady(v, idB) })
-		from := h.pub.count()
-
-		// a restarts under a new ID before its old Lease lapsed.
-		h.clk.Step(time.Second)
-		h.scraper.set(epA, serve(docC))
-		if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Create(ctx(), regLease(idC, epA, "v1.37.2", h.clk.Now()), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		v := h.pub.waitFor(t, "c ready", func(v registry.View) bool { return isReady(v, idC) })
-		if !notNamed(v, idA) || routeOf(v, "things.v1.only-a.example.com") != nil {
-			t.Errorf("a is still known:\n%s", describe(v))
-		}
-		for i, v := range h.pub.since(from) {
-			if p := peerOf(v, idA); p != nil && p.Status.LeftTime != nil {
-				t.Fatalf("view %d tombstones a:\n%s", i, describe(v))
-			}
-			total := 0
-			for _, p := range v.Peers {
-				if p.Status.LeftTime == nil {
-					total++
-				}
-			}
-			if rt := routeOf(v, "deployments.v1.apps"); rt != nil && rt.Status.TotalPeers != int32(total) || total > 2 {
-				t.Fatalf("view %d counts a and c both:\n%s", i, describe(v))
-			}
-		}
-		want := []string{"Normal " + ReasonJoined, "Normal " + ReasonReady, "Normal " + ReasonReplaced}
-		if got := h.eventsFor(idA); !slices.Equal(got, want) {
-			t.Errorf("events of a: %v, want %v", got, want)
-		}
-		// Still so at the next refresh, and after a's old Lease departs.
-		if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), departed(t, idA, epA, t0, t0.Add(time.Second), docA()), metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		h.refresh(epA)
-		v = h.pub.waitFor(t, "c re-read", func(v registry.View) bool { return peerOf(v, idC).Status.LastSyncTime.Time.Equal(h.clk.Now()) })
-		if !notNamed(v, idA) {
-			t.Errorf("a came back:\n%s", describe(v))
-		}
-		if got := h.eventsFor(idA); !slices.Equal(got, want) {
-			t.Errorf("events of a: %v, want %v", got, want)
-		}
-	})
-
-	t.Run("replica started later", func(t *testing.T) {
-		old := departed(t, idA, epA, t0.Add(-time.Minute), t0.Add(-30*time.Second), docA())
-		old.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(t0.Add(-time.Hour)))
-		h := newHarness(t, testOptions(), seed{kube: []runtime.Object{old, regLease(idC, epA, "v1.37.2", t0), regLease(idB, epB, "v1.36.3", t0)}})
-		h.scraper.set(epA, serve(docC))
-		h.scraper.set(epB, serve(docB()))
-		h.start()
-		v := h.pub.waitFor(t, "b and c ready", func(v registry.View) bool { return isReady(v, idB) && isReady(v, idC) })
-		if !notNamed(v, idA) || len(v.Peers) != 2 {
-			t.Errorf("a is known:\n%s", describe(v))
-		}
-		if got := h.eventsFor(idA); len(got) != 0 {
-			t.Errorf("events of a: %v", got)
-		}
-	})
-
-	// A server renamed and renamed back: the live identity wins over the
-	// departed one even though its Lease was acquired earlier, and the
-	// departed one is not counted beside it.
-	t.Run("live beats a newer departed identity", func(t *testing.T) {
-		renamed := departed(t, idC, epA, t0.Add(-time.Minute), t0.Add(-30*time.Second), docC)
-		live := regLease(idA, epA, "v1.37.2", t0)
-		live.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(t0.Add(-time.Hour)))
-		h := newHarness(t, testOptions(), seed{kube: []runtime.Object{renamed, live, regLease(idB, epB, "v1.36.3", t0)}})
-		h.scraper.set(epA, serve(docA()))
-		h.scraper.set(epB, serve(docB()))
-		h.start()
-		v := h.pub.waitFor(t, "a and b ready", func(v registry.View) bool { return isReady(v, idA) && isReady(v, idB) })
-		if !notNamed(v, idC) || len(v.Peers) != 2 {
-			t.Errorf("the departed identity at a's endpoint is still counted:\n%s", describe(v))
-		}
-	})
-
-	// Which one is older comes from the Leases: acquireTime, then
-	// renewTime, then the name.
-	for _, tc := range []struct {
-		name                  string
-		acquireA, acquireC    time.Time
-		renewA, renewC        time.Time
-		wantKept, wantRetired string
-	}{
-		{"later acquireTime wins", t0.Add(-time.Minute), t0.Add(-2 * time.Minute), t0, t0, idA, idC},
-		{"same acquireTime: later renewTime wins", t0, t0, t0.Add(-time.Second), t0, idC, idA},
-		{"all equal: the greater name wins", t0, t0, t0, t0, idC, idA},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			a, c := regLease(idA, epA, "", tc.renewA), regLease(idC, epA, "", tc.renewC)
-			a.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(tc.acquireA))
-			c.Spec.AcquireTime = ptr.To(metav1.NewMicroTime(tc.acquireC))
-			h := newHarness(t, testOptions(), seed{kube: []runtime.Object{a, c}})
-			h.scraper.set(epA, serve(docC))
-			h.start()
-			v := h.pub.waitFor(t, tc.wantKept+" ready", func(v registry.View) bool { return isReady(v, tc.wantKept) })
-			if !notNamed(v, tc.wantRetired) || len(v.Peers) != 1 {
-				t.Errorf("want only %s:\n%s", tc.wantKept, describe(v))
-			}
-		})
-	}
-}
-
-// Events name the APIServerPeer object as kubectl describe looks it up:
-// kind, name, no namespace, and the UID the store gives it.
-func TestEngineEventReferencesTheObject(t *testing.T) {
-	kube := fake.NewClientset()
-	e, err := New(testOptions(), Clients{Kube: kube}, nil, newRecordingPublisher(), newFakeScraper().Scrape, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer e.broadcaster.Shutdown()
-	p := &peerState{Peer: compute.Peer{ServerID: epA}} // an address: the name differs from the ID
-	e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined", epA)
-
-	var ev corev1.Event
-	eventually(t, "the event written", func() bool {
-		list, err := kube.CoreV1().Events(metav1.NamespaceAll).List(ctx(), metav1.ListOptions{})
-		if err != nil || len(list.Items) == 0 {
-			return false
-		}
-		ev = list.Items[0]
-		return true
-	})
-	name := compute.PeerName(epA)
-	wantUID := memstore.UID(v1alpha1.Resource("apiserverpeers"), name)
-	if io := ev.InvolvedObject; io.Kind != "APIServerPeer" || io.Name != name || io.Namespace != "" || io.UID != wantUID ||
-		io.APIVersion != v1alpha1.SchemeGroupVersion.String() {
-		t.Errorf("involvedObject = %+v, want APIServerPeer %s uid %s", io, name, wantUID)
-	}
-
-	// kubectl describe: a reference to the object it read (reference.GetReference
-	// over the unstructured object), then a field selector over it.
-	obj := &unstructured.Unstructured{}
-	obj.SetAPIVersion(v1alpha1.SchemeGroupVersion.String())
-	obj.SetKind("APIServerPeer")
-	obj.SetName(name)
-	obj.SetUID(wantUID)
-	ref, err := reference.GetReference(scheme.Scheme, obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kind, uid := ref.Kind, string(ref.UID)
-	sel := kube.CoreV1().Events(ref.Namespace).GetFieldSelector(&ref.Name, &ref.Namespace, &kind, &uid)
-	got := fields.Set{
-		"involvedObject.name": ev.InvolvedObject.Name, "involvedObject.namespace": ev.InvolvedObject.Namespace,
-		"involvedObject.kind": ev.InvolvedObject.Kind, "involvedObject.uid": string(ev.InvolvedObject.UID),
-	}
-	if !sel.Matches(got) {
-		t.Errorf("kubectl's selector %q does not match the event's %v", sel, got)
-	}
-}
-
-// Only the leader emits Events: the gate suppresses them, nil lifts it.
-func TestEngineEventGate(t *testing.T) {
-	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "", t0)}})
-	h.scraper.set(epA, serve(document("v1.37.2")))
-	var leader atomic.Bool
-	h.eng.SetEventGate(leader.Load)
-	h.start()
-	h.pub.waitFor(t, "a ready", func(v registry.View) bool { return isReady(v, idA) })
-	if got := h.drainEvents(); len(got) != 0 {
-		t.Fatalf("a follower emitted %v", got)
-	}
-
-	leader.Store(true)
-	h.scraper.set(epA, fail(ErrRefused))
-	h.refresh(epA)
-	h.pub.waitFor(t, "a not ready", func(v registry.View) bool { return !isReady(v, idA) })
-	if got := h.eventsFor(idA); !slices.Equal(got, []string{"Warning " + ReasonNotReady}) {
-		t.Errorf("the leader's events: %v", got)
-	}
-
-	leader.Store(false)
-	h.scraper.set(epA, serve(document("v1.37.2")))
-	h.refresh(epA)
-	h.pub.waitFor(t, "a ready again", func(v registry.View) bool { return isReady(v, idA) })
-	h.eng.SetEventGate(nil)
-	h.scraper.set(epA, fail(ErrTLS))
-	h.refresh(epA)
-	h.pub.waitFor(t, "a failing with TLS", func(v registry.View) bool { return readyCond(peerOf(v, idA)).Reason == string(ErrTLS) })
-	all := strings.Join(h.drainEvents(), "\n")
-	if strings.Count(all, ReasonReady) != 0 || strings.Count(all, ReasonNotReady) != 2 {
-		t.Errorf("events: %s\nwant the leader's NotReady and the ungated one only", all)
-	}
 }
 
 // The EndpointSlice may list a departing server after its Lease says it
@@ -424,7 +214,7 @@ func TestEngineDepartedLeaseClaimsItsAddress(t *testing.T) {
 	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "v1.37.2", t0), kubernetesSlice("kubernetes", 6443, "10.0.0.1")}})
 	h.scraper.set(epA, serve(docA()))
 	h.start()
-	v := h.pub.waitFor(t, "a ready", func(v registry.View) bool { return isReady(v, idA) })
+	v := h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
 	if p := peerOf(v, idA); !slices.Equal(sources(p), []v1alpha1.PeerSource{v1alpha1.PeerSourceEndpointSlice, v1alpha1.PeerSourceRegistrationLease}) {
 		t.Fatalf("a's sources: %v", sources(p))
 	}
@@ -432,11 +222,11 @@ func TestEngineDepartedLeaseClaimsItsAddress(t *testing.T) {
 	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), departed(t, idA, epA, t0, departure, docA()), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	v = h.pub.waitFor(t, "a left", func(v registry.View) bool { return leftAt(v, idA).Equal(departure) })
+	v = h.pub.waitFor(t, "a left", func(v compute.Output) bool { return leftAt(v, idA).Equal(departure) })
 	calls := len(h.scraper.callsTo(epA))
 	n := h.pub.count()
 	h.tick() // a refresh would show (and read) an address peer
-	v = h.pub.waitFor(t, "a refresh", func(v registry.View) bool { return h.pub.count() > n })
+	v = h.pub.waitFor(t, "a refresh", func(v compute.Output) bool { return h.pub.count() > n })
 	if len(v.Peers) != 1 || peerOf(v, epA) != nil {
 		t.Errorf("the departed server's address became a peer:\n%s", describe(v))
 	}
@@ -449,7 +239,7 @@ func TestEngineDepartedLeaseClaimsItsAddress(t *testing.T) {
 
 	// After the tombstone the address is a peer of its own again.
 	h.clk.SetTime(departure.Add(h.opts.TombstonePeriod))
-	h.pub.waitFor(t, "the address peer", func(v registry.View) bool { return peerOf(v, idA) == nil && peerOf(v, epA) != nil })
+	h.pub.waitFor(t, "the address peer", func(v compute.Output) bool { return peerOf(v, idA) == nil && peerOf(v, epA) != nil })
 }
 
 // Back under the same ID after a recorded departure: until its first read
@@ -460,7 +250,7 @@ func TestEngineRejoinAfterDepartureKeepsRoutes(t *testing.T) {
 	release, started := make(chan struct{}), make(chan struct{})
 	h.scraper.set(epA, gated(release, started, docA()))
 	h.start()
-	h.pub.waitFor(t, "a tombstoned", func(v registry.View) bool { return leftAt(v, idA).Equal(t0.Add(-30 * time.Second)) })
+	h.pub.waitFor(t, "a tombstoned", func(v compute.Output) bool { return leftAt(v, idA).Equal(t0.Add(-30 * time.Second)) })
 
 	// Its filter renews the Lease, which drops the departure.
 	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), regLease(idA, epA, "v1.37.2", t0), metav1.UpdateOptions{}); err != nil {
@@ -474,7 +264,7 @@ func TestEngineRejoinAfterDepartureKeepsRoutes(t *testing.T) {
 			return false
 		}
 	})
-	v := h.pub.waitFor(t, "a back, not read yet", func(v registry.View) bool {
+	v := h.pub.waitFor(t, "a back, not read yet", func(v compute.Output) bool {
 		p := peerOf(v, idA)
 		return p != nil && p.Status.LeftTime == nil
 	})
@@ -483,7 +273,7 @@ func TestEngineRejoinAfterDepartureKeepsRoutes(t *testing.T) {
 		t.Fatalf("a's route while it is read: %+v", rt)
 	}
 	close(release)
-	v = h.pub.waitFor(t, "a ready", func(v registry.View) bool { return isReady(v, idA) })
+	v = h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
 	if p := peerOf(v, idA); p.Status.DiscoveryETag != docA().APIsETag {
 		t.Errorf("a's document after the read: %+v", p.Status)
 	}

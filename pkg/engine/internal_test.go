@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package engine
 
 import (
@@ -69,18 +83,18 @@ func TestPeerCA(t *testing.T) {
 	}
 }
 
-// Without a ScrapeFunc, New builds the real scraper from the peer CA.
+// Without a ScrapeFunc, Complete builds the real scraper from the peer CA.
 func TestNewBuildsScraper(t *testing.T) {
 	opts := testOptions()
 	cfg := &rest.Config{BearerToken: "t", TLSClientConfig: rest.TLSClientConfig{CAData: testPKI(t).ca.CertPEM}}
-	e, err := New(opts, Clients{}, cfg, newRecordingPublisher(), nil, nil)
+	e, err := newEngine(Config{Options: opts, Publisher: newRecordingPublisher(), RESTConfig: cfg})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if e.scrape == nil || e.recorder != nil {
 		t.Errorf("engine: scrape %v recorder %v", e.scrape != nil, e.recorder)
 	}
-	if _, err := New(opts, Clients{}, &rest.Config{}, newRecordingPublisher(), nil, nil); err == nil {
-		t.Error("New without any peer CA succeeded")
+	if _, err := newEngine(Config{Options: opts, Publisher: newRecordingPublisher(), RESTConfig: &rest.Config{}}); err == nil {
+		t.Error("Complete without any peer CA succeeded")
 	}
 }

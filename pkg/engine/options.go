@@ -1,9 +1,25 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package engine
 
 import (
 	"fmt"
 	"os"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
 	"github.com/spf13/pflag"
 )
@@ -23,7 +39,7 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		PeerServerName:          "kubernetes.default.svc",
+		PeerServerName:          nopeer.DefaultPeerServerName,
 		RefreshInterval:         10 * time.Second,
 		ScrapeTimeout:           5 * time.Second,
 		MaxDiscoveryBytes:       8 << 20,
@@ -33,40 +49,48 @@ func NewOptions() *Options {
 	}
 }
 
+// durationFlag is one of the engine's duration flags; each must be positive.
+type durationFlag struct {
+	name  string
+	value *time.Duration
+	usage string
+}
+
+// durationFlags lists them once, for AddFlags and Validate.
+func (o *Options) durationFlags() []durationFlag {
+	return []durationFlag{
+		{"refresh-interval", &o.RefreshInterval,
+			"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304)."},
+		{"scrape-timeout", &o.ScrapeTimeout,
+			"Deadline for reading one peer's /api, /apis and /version."},
+		{"tombstone-period", &o.TombstonePeriod,
+			"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404)."},
+		{"identity-lease-stale-after", &o.IdentityLeaseStaleAfter,
+			"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s)."},
+	}
+}
+
 // AddFlags adds the engine's flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PeerCAFile, "peer-ca-file", o.PeerCAFile,
 		"CA bundle that signs the kube-apiservers' serving certificates (as kube-apiserver's --peer-ca-file). Empty: the CA of the kubeconfig or in-cluster config.")
 	fs.StringVar(&o.PeerServerName, "peer-server-name", o.PeerServerName,
 		"Server name verified in peers' serving certificates.")
-	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval,
-		"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304).")
-	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout,
-		"Deadline for reading one peer's /api, /apis and /version.")
 	fs.Int64Var(&o.MaxDiscoveryBytes, "max-discovery-bytes", o.MaxDiscoveryBytes,
 		"Largest discovery document accepted from a peer (a 5,000-GVR /apis is about 1.7 MB). Documents decode within 8 times this much memory in all.")
 	fs.IntVar(&o.ScrapeConcurrency, "scrape-concurrency", o.ScrapeConcurrency,
 		"Peers read at the same time.")
-	fs.DurationVar(&o.TombstonePeriod, "tombstone-period", o.TombstonePeriod,
-		"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404).")
-	fs.DurationVar(&o.IdentityLeaseStaleAfter, "identity-lease-stale-after", o.IdentityLeaseStaleAfter,
-		"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s).")
+	for _, d := range o.durationFlags() {
+		fs.DurationVar(d.value, d.name, *d.value, d.usage)
+	}
 }
 
 // Validate returns every problem with the options.
 func (o *Options) Validate() []error {
 	var errs []error
-	for _, d := range []struct {
-		flag  string
-		value time.Duration
-	}{
-		{"--refresh-interval", o.RefreshInterval},
-		{"--scrape-timeout", o.ScrapeTimeout},
-		{"--tombstone-period", o.TombstonePeriod},
-		{"--identity-lease-stale-after", o.IdentityLeaseStaleAfter},
-	} {
-		if d.value <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive, got %s", d.flag, d.value))
+	for _, d := range o.durationFlags() {
+		if *d.value <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", d.name, *d.value))
 		}
 	}
 	if o.MaxDiscoveryBytes < 1024 {

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -6,30 +20,17 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 )
 
-var (
-	discoveryScheme = runtime.NewScheme()
-	discoveryCodecs = serializer.NewCodecFactory(discoveryScheme)
-)
-
-func init() {
-	utilruntime.Must(apidiscoveryv2.AddToScheme(discoveryScheme))
-	metav1.AddToGroupVersion(discoveryScheme, metav1.SchemeGroupVersion)
-}
-
 // peerDiscovery serves the peer-aggregated discovery documents: /apis and
 // /api (aggregated, v2) are the merged PeerAggregatedDiscovery combined
 // with this server's live local view, so a CRD created here shows at once;
 // the legacy /apis, /apis/<group> and resource lists are derived from the
-// same combined view (legacy.go). A request with profile=nopeer, or with
+// same combined view (legacyView). A request with profile=nopeer, or with
 // X-Kubernetes-Peer-Proxied, gets the local view from the chain.
 type peerDiscovery struct {
 	local *localDiscovery
@@ -61,7 +62,7 @@ func newPeerDiscovery(local *localDiscovery, state *routingState) *peerDiscovery
 // (APIVersions: v1 only, served by every server) is the chain's. It
 // returns false to let the chain answer.
 func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self string) bool {
-	mt, ok := negotiation.NegotiateMediaTypeOptions(r.Header.Get("Accept"), discoveryCodecs.SupportedMediaTypes(), aggregated.DiscoveryEndpointRestrictions)
+	mt, ok := negotiation.NegotiateMediaTypeOptions(r.Header.Get("Accept"), codecs.SupportedMediaTypes(), aggregated.DiscoveryEndpointRestrictions)
 	if ok && aggregated.IsAggregatedDiscoveryGVK(mt.Convert) {
 		if mt.Convert.Version != "v2" || mt.Profile == "nopeer" {
 			return false
@@ -71,7 +72,7 @@ func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self s
 			return false
 		}
 		discoveryServed(endpointAggregated, sourceMerged)
-		aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, discoveryCodecs, w, r)
+		aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, codecs, w, r)
 		return true
 	}
 	if r.URL.Path != "/apis" {
@@ -79,7 +80,7 @@ func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self s
 	}
 	// An Accept that neither form can serve (an aggregated version this
 	// filter does not merge) gets the chain's answer.
-	if _, _, err := negotiation.NegotiateOutputMediaType(r, legacyCodecs, negotiation.DefaultEndpointRestrictions); err != nil {
+	if _, _, err := negotiation.NegotiateOutputMediaType(r, codecs, negotiation.DefaultEndpointRestrictions); err != nil {
 		return false
 	}
 	v := d.legacyView(self)

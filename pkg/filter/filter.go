@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package filter is the peerdiscovery request filter that runs inside every
 // kube-apiserver, innermost in the aggregator chain (after authentication,
 // audit, impersonation, APF and authorization), exactly where upstream wraps
@@ -18,6 +32,8 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -175,7 +191,7 @@ func New(opts Options) (*Filter, error) {
 		return nil, fmt.Errorf("peerdiscovery filter: %v", errs)
 	}
 	if opts.PeerServerName == "" {
-		opts.PeerServerName = "kubernetes.default.svc"
+		opts.PeerServerName = nopeer.DefaultPeerServerName
 	}
 	if opts.LocalRefreshInterval == 0 {
 		opts.LocalRefreshInterval = 5 * time.Second
@@ -199,7 +215,8 @@ func New(opts Options) (*Filter, error) {
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
 	if !opts.Enabled() {
 		filterEnabled.Set(0)
-		klog.InfoS("peerdiscovery filter disabled: --peer-ca-file is not set; requests for resources this kube-apiserver does not serve get its own answer (404)")
+		// No context reaches New: the process's logger.
+		klog.Background().Info("peerdiscovery filter disabled: --peer-ca-file is not set; requests for resources this kube-apiserver does not serve get its own answer (404)")
 		return f, nil
 	}
 	filterEnabled.Set(1)
@@ -232,9 +249,9 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 	return &handler{f: f, next: h}
 }
 
-// defaultLongRunning is kube-apiserver's own check
-// (k8s.io/kubernetes/pkg/controlplane/apiserver/config.go), for a generic
-// config that has none.
+// defaultLongRunning is kube-apiserver's own check (upstream's
+// controlplane/apiserver.BuildGenericConfig sets it), for a generic config
+// that has none.
 var defaultLongRunning = genericfilters.BasicLongRunningRequestCheck(
 	sets.NewString("watch", "proxy"),
 	sets.NewString("attach", "exec", "proxy", "log", "portforward"),
@@ -250,6 +267,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	if !f.started.CompareAndSwap(false, true) {
 		return nil
 	}
+	logger := klog.FromContext(hookCtx)
 	f.syncDeadline.Store(time.Now().Add(f.opts.SyncGracePeriod).UnixNano())
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
@@ -265,7 +283,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 		return err
 	}
 	f.registrar.Store(r)
-	klog.InfoS("peerdiscovery filter started", "serverID", f.serverID, "endpoint", f.endpoint)
+	logger.Info("peerdiscovery filter started", "serverID", f.serverID, "endpoint", f.endpoint)
 	return nil
 }
 
@@ -282,8 +300,9 @@ func (f *Filter) PreShutdownHook() error {
 	ctx, cancel := context.WithTimeout(context.Background(), departTimeout)
 	defer cancel()
 	if err := r.depart(ctx); err != nil {
-		// Never fail the shutdown: the Lease lapses by itself.
-		klog.InfoS("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
+		// Never fail the shutdown: the Lease lapses by itself. No context
+		// reaches a pre-shutdown hook: the process's logger.
+		klog.Background().Info("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
 	}
 	return nil
 }

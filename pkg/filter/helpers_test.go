@@ -1,16 +1,26 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,8 +33,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/audit"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/request/headerrequest"
 	"k8s.io/apiserver/pkg/authentication/user"
 	endpointsfilters "k8s.io/apiserver/pkg/endpoints/filters"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
@@ -283,125 +291,6 @@ func readBody(t *testing.T, resp *http.Response) string {
 	return string(b)
 }
 
-// seenRequest is what a peer received.
-type seenRequest struct {
-	Method, Path, RawQuery, Host, Proto string
-	Header                              http.Header
-	Body                                string
-	ClientCN                            string
-	// User is who the peer's request-header authenticator (front-proxy
-	// CA, allowed name front-proxy-client) says sent the request.
-	User    user.Info
-	AuthErr error
-}
-
-// testPeer is a peer kube-apiserver: real TLS with a serving certificate
-// from the peer CA, client certificates required and verified against the
-// front-proxy CA, identity read by upstream's request-header authenticator.
-type testPeer struct {
-	*httptest.Server
-	mu      sync.Mutex
-	seen    []seenRequest
-	respond http.HandlerFunc
-}
-
-func (e *env) newPeer(respond http.HandlerFunc) *testPeer {
-	return newTestPeer(e.t, e.pki, e.pki.serving, respond)
-}
-
-func newTestPeer(t testing.TB, pki *testPKI, serving tls.Certificate, respond http.HandlerFunc) *testPeer {
-	t.Helper()
-	p := newUnstartedTestPeer(t, pki, serving, respond)
-	p.StartTLS()
-	return p
-}
-
-// newUnstartedPeer is newPeer before StartTLS, for a test to change its
-// server settings first.
-func (e *env) newUnstartedPeer(respond http.HandlerFunc) *testPeer {
-	return newUnstartedTestPeer(e.t, e.pki, e.pki.serving, respond)
-}
-
-func newUnstartedTestPeer(t testing.TB, pki *testPKI, serving tls.Certificate, respond http.HandlerFunc) *testPeer {
-	t.Helper()
-	p := &testPeer{respond: respond}
-	auth := requestHeaderAuthenticator(pki)
-	p.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, err := io.ReadAll(r.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
-		}
-		s := seenRequest{
-			Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Host: r.Host, Proto: r.Proto,
-			Header: r.Header.Clone(), Body: string(body),
-		}
-		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
-			s.ClientCN = r.TLS.PeerCertificates[0].Subject.CommonName
-		}
-		// The authenticator clears the headers it reads: give it a copy.
-		ar := r.Clone(r.Context())
-		resp, ok, err := auth.AuthenticateRequest(ar)
-		switch {
-		case err != nil:
-			s.AuthErr = err
-		case ok:
-			s.User = resp.User
-		}
-		p.mu.Lock()
-		p.seen = append(p.seen, s)
-		p.mu.Unlock()
-		if p.respond != nil {
-			p.respond(w, r)
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"kind":"Widget"}`)
-	}))
-	p.EnableHTTP2 = true
-	p.TLS = pki.peerTLSConfig(serving)
-	p.Config.ErrorLog = log.New(io.Discard, "", 0)
-	t.Cleanup(p.Close)
-	return p
-}
-
-func requestHeaderAuthenticator(pki *testPKI) authenticator.Request {
-	roots := pki.frontProxyCA.Pool()
-	return headerrequest.NewDynamicVerifyOptionsSecure(
-		func() (x509.VerifyOptions, bool) {
-			return x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}, true
-		},
-		headerrequest.StaticStringSlice{frontProxyClientName},
-		headerrequest.StaticStringSlice{"X-Remote-User"},
-		headerrequest.StaticStringSlice{"X-Remote-Uid"},
-		headerrequest.StaticStringSlice{"X-Remote-Group"},
-		headerrequest.StaticStringSlice{"X-Remote-Extra-"},
-	)
-}
-
-func (p *testPeer) endpoint() string { return p.Listener.Addr().String() }
-
-func (p *testPeer) requests() []seenRequest {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]seenRequest(nil), p.seen...)
-}
-
-// closedEndpoint is a loopback address nothing listens on: connections to
-// it are refused.
-func closedEndpoint(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 // eventually polls cond until it holds; it fails the test after a long
 // deadline that only a broken filter reaches.
 func eventually(t *testing.T, what string, cond func() bool) {
@@ -412,17 +301,6 @@ func eventually(t *testing.T, what string, cond func() bool) {
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
-}
-
-// remoteHeaders returns every X-Remote-* header.
-func remoteHeaders(h http.Header) http.Header {
-	out := http.Header{}
-	for k, v := range h {
-		if strings.HasPrefix(strings.ToLower(k), "x-remote-") {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // resetUpstreamMetrics zeroes upstream's peer proxy counters, which the

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -13,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
 	"k8s.io/client-go/discovery"
@@ -21,16 +34,6 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
-
-// legacyCodecs writes the legacy discovery types (APIGroupList, APIGroup,
-// APIResourceList) as kube-apiserver's discovery handlers do (JSON, YAML or
-// protobuf): a codec factory over a scheme with the unversioned meta types
-// at "v1", as its legacyscheme, so that they carry apiVersion v1.
-var legacyCodecs = func() runtime.NegotiatedSerializer {
-	s := runtime.NewScheme()
-	metav1.AddToGroupVersion(s, schema.GroupVersion{Version: "v1"})
-	return serializer.NewCodecFactory(s)
-}()
 
 // servedObject is a merged legacy document and its ETag.
 type servedObject struct {
@@ -141,7 +144,7 @@ func serveLegacyObject(w http.ResponseWriter, r *http.Request, obj servedObject)
 			return
 		}
 	}
-	responsewriters.WriteObjectNegotiated(legacyCodecs, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{}, w, r, http.StatusOK, shallowCopy(obj.obj), false)
+	responsewriters.WriteObjectNegotiated(codecs, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{}, w, r, http.StatusOK, shallowCopy(obj.obj), false)
 }
 
 // shallowCopy gives each request its own TypeMeta, which the encoder sets

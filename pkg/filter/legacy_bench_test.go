@@ -1,9 +1,22 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -52,7 +65,7 @@ type legacyBench struct {
 func newLegacyBench(b testing.TB) *legacyBench {
 	b.Helper()
 	pki := newTestPKI(b)
-	root := discovery.NewRootAPIsHandler(discovery.DefaultAddresses{DefaultAddress: "127.0.0.1:6443"}, legacyCodecs)
+	root := discovery.NewRootAPIsHandler(discovery.DefaultAddresses{DefaultAddress: "127.0.0.1:6443"}, codecs)
 	mux := http.NewServeMux()
 	var merged []apidiscoveryv2.APIGroupDiscovery
 	var localDocs []apidiscoveryv2.APIGroupDiscovery
@@ -60,7 +73,7 @@ func newLegacyBench(b testing.TB) *legacyBench {
 	for g := 0; g < legacyBenchGroups; g++ {
 		gv := legacyBenchGV(g)
 		res := legacyBenchResources(g)
-		h := discovery.NewAPIVersionHandler(legacyCodecs, gv, discovery.APIResourceListerFunc(func() []metav1.APIResource { return res }))
+		h := discovery.NewAPIVersionHandler(codecs, gv, discovery.APIResourceListerFunc(func() []metav1.APIResource { return res }))
 		mux.Handle("/apis/"+gv.Group+"/"+gv.Version, h)
 		if g == 0 {
 			lb.upstreamVersion = h
@@ -77,20 +90,8 @@ func newLegacyBench(b testing.TB) *legacyBench {
 	lb.peerPath = "/apis/" + lb.peerGV.Group + "/" + lb.peerGV.Version
 	lb.localPath = "/apis/" + lb.localGV.Group + "/" + lb.localGV.Version
 
-	peer := httptest.NewUnstartedServer(mux)
-	peer.EnableHTTP2 = true
-	peer.TLS = pki.peerTLSConfig(pki.serving)
-	peer.StartTLS()
-	b.Cleanup(peer.Close)
-	ep := peer.Listener.Addr().String()
-
-	f, err := New(Options{
-		PeerCAFile: pki.peerCAFile, ProxyClientCertFile: pki.clientCertFile, ProxyClientKeyFile: pki.clientKey,
-		PeerAdvertiseIP: "127.0.0.1", PeerAdvertisePort: "6443",
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
+	ep := startBenchPeer(b, pki, mux).Listener.Addr().String()
+	f := newBenchFilter(b, pki)
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		lb.upstreamVersionCalls++
 		lb.upstreamVersion.ServeHTTP(w, r)

@@ -1,14 +1,28 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
+
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -20,9 +34,6 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
-
-// acceptNoPeer asks for this server's own discovery only.
-const acceptNoPeer = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer"
 
 // maxLocalDiscoveryBytes bounds what is read from our own server.
 const maxLocalDiscoveryBytes = 64 << 20
@@ -79,10 +90,11 @@ func (l *localDiscovery) poke() {
 }
 
 func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, interval time.Duration) error {
-	client, err := rest.HTTPClientFor(loopback)
+	httpClient, err := rest.HTTPClientFor(loopback)
 	if err != nil {
 		return err
 	}
+	client := nopeer.NewClient(httpClient, maxLocalDiscoveryBytes)
 	meta, err := metadata.NewForConfig(loopback)
 	if err != nil {
 		return err
@@ -103,17 +115,16 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	if !strings.Contains(base, "://") {
 		base = "https://" + base
 	}
-	host := strings.TrimSuffix(base, "/")
 	// The first read is made before the post-start hook returns, so a ready
 	// server knows what it serves itself (the filter's 503-or-local choice
 	// while unsynced depends on it); bounded, so startup never waits long.
 	firstCtx, cancel := context.WithTimeout(ctx, localFirstReadTimeout)
 	defer cancel()
-	if err := l.read(firstCtx, client, host); err != nil {
-		klog.V(2).InfoS("peerdiscovery filter: first read of local discovery failed; will retry", "err", err)
+	if err := l.read(firstCtx, client, base); err != nil {
+		logReadError(klog.FromContext(ctx), "peerdiscovery filter: first read of local discovery failed; will retry", err)
 		l.poke()
 	}
-	go l.loop(ctx, client, host, interval)
+	go l.loop(ctx, client, base, interval)
 	return nil
 }
 
@@ -122,9 +133,12 @@ const (
 	localFirstReadTimeout = 5 * time.Second
 	// localRereadDelay is when a change event's second read follows.
 	localRereadDelay = time.Second
+	// localReadTimeout bounds one read of /api and /apis.
+	localReadTimeout = 10 * time.Second
 )
 
-func (l *localDiscovery) loop(ctx context.Context, client *http.Client, host string, interval time.Duration) {
+func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base string, interval time.Duration) {
+	logger := klog.FromContext(ctx)
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var again <-chan time.Time
@@ -140,36 +154,53 @@ func (l *localDiscovery) loop(ctx context.Context, client *http.Client, host str
 			// follows within moments; read now, and once more shortly after.
 			again = time.After(localRereadDelay)
 		}
-		if err := l.read(ctx, client, host); err != nil && ctx.Err() == nil {
-			klog.V(2).InfoS("peerdiscovery filter: reading local discovery failed; will retry", "err", err)
+		if err := l.read(ctx, client, base); err != nil && ctx.Err() == nil {
+			logReadError(logger, "peerdiscovery filter: reading local discovery failed; the last good document stays; will retry", err)
 		}
 	}
 }
 
-func (l *localDiscovery) read(ctx context.Context, client *http.Client, host string) error {
+// logReadError logs a failed read: at once when the server's document
+// itself is bad (it will not fix itself by a retry), at V(2) when the read
+// failed on the way (the server is starting, a timeout).
+func logReadError(logger klog.Logger, msg string, err error) {
+	switch nopeer.TypeOf(err) {
+	case nopeer.ErrInvalid, nopeer.ErrDecode, nopeer.ErrMediaType, nopeer.ErrOversized:
+		logger.Error(err, msg)
+	default:
+		logger.V(2).Info(msg, "err", err)
+	}
+}
+
+// read reads this server's /api and /apis (each validated by
+// discoveryclient) and installs them only when both are good: on any error
+// the last good document stays.
+func (l *localDiscovery) read(ctx context.Context, client *nopeer.Client, base string) error {
+	ctx, cancel := context.WithTimeout(ctx, localReadTimeout)
+	defer cancel()
 	prev := l.doc.Load()
 	var prevAPI, prevAPIs string
 	if prev != nil {
 		prevAPI, prevAPIs = prev.apiETag, prev.apisETag
 	}
-	api, apiETag, apiSame, err := fetchLocal(ctx, client, host, "/api", prevAPI)
+	api, err := client.Discovery(ctx, base, "/api", prevAPI)
 	if err != nil {
 		return err
 	}
-	apis, apisETag, apisSame, err := fetchLocal(ctx, client, host, "/apis", prevAPIs)
+	apis, err := client.Discovery(ctx, base, "/apis", prevAPIs)
 	if err != nil {
 		return err
 	}
-	if apiSame && apisSame {
+	if api.NotModified && apis.NotModified {
 		return nil
 	}
-	if apiSame {
-		api = prev.api
+	if api.NotModified {
+		api.Items = prev.api
 	}
-	if apisSame {
-		apis = prev.apis
+	if apis.NotModified {
+		apis.Items = prev.apis
 	}
-	l.doc.Store(newLocalDoc(prev, api, apis, apiETag, apisETag))
+	l.doc.Store(newLocalDoc(prev, api.Items, apis.Items, api.ETag, apis.ETag))
 	return nil
 }
 
@@ -180,47 +211,8 @@ func newLocalDoc(prev *localDoc, api, apis []apidiscoveryv2.APIGroupDiscovery, a
 	if prev != nil {
 		d.generation = prev.generation + 1
 	}
-	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{api, apis} {
-		for _, g := range doc {
-			for _, v := range g.Versions {
-				for _, r := range v.Resources {
-					d.gvrs[schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}] = struct{}{}
-				}
-			}
-		}
+	for gvr := range merge.Resources(api, apis) {
+		d.gvrs[gvr] = struct{}{}
 	}
 	return d
-}
-
-func fetchLocal(ctx context.Context, client *http.Client, host, path, etag string) ([]apidiscoveryv2.APIGroupDiscovery, string, bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, host+path, nil)
-	if err != nil {
-		return nil, "", false, err
-	}
-	req.Header.Set("Accept", acceptNoPeer)
-	if etag != "" {
-		req.Header.Set("If-None-Match", etag)
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, "", false, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotModified {
-		return nil, etag, true, nil
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, "", false, fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxLocalDiscoveryBytes))
-	if err != nil {
-		return nil, "", false, err
-	}
-	var list apidiscoveryv2.APIGroupDiscoveryList
-	if err := json.Unmarshal(body, &list); err != nil {
-		return nil, "", false, fmt.Errorf("GET %s: %w", path, err)
-	}
-	return list.Items, resp.Header.Get("ETag"), false, nil
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -8,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 )
@@ -22,6 +38,16 @@ type fakeLocalServer struct {
 	requests map[string]int
 	notMod   map[string]int
 	accepts  []string
+}
+
+// startFakeLocalServer serves pods in /api and deployments in /apis.
+func startFakeLocalServer(t *testing.T) (*fakeLocalServer, *httptest.Server) {
+	srv := &fakeLocalServer{docs: map[string][]byte{}, etags: map[string]string{}, requests: map[string]int{}, notMod: map[string]int{}}
+	srv.set("/api", `"api-1"`, dgroup("", "v1", "pods"))
+	srv.set("/apis", `"apis-1"`, dgroup("apps", "v1", "deployments"))
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return srv, ts
 }
 
 func (s *fakeLocalServer) set(path string, etag string, groups ...apidiscoveryv2.APIGroupDiscovery) {
@@ -55,18 +81,17 @@ func (s *fakeLocalServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestLocalDiscoveryRead(t *testing.T) {
-	srv := &fakeLocalServer{docs: map[string][]byte{}, etags: map[string]string{}, requests: map[string]int{}, notMod: map[string]int{}}
+	srv, ts := startFakeLocalServer(t)
 	srv.set("/api", `"api-1"`, dgroup("", "v1", "pods", "configmaps"))
 	srv.set("/apis", `"apis-1"`, dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets"))
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
 	ctx := context.Background()
 
+	client := nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes)
 	l := newLocalDiscovery()
 	if l.synced() || l.Serves(podsGVR) {
 		t.Fatal("nothing read yet: not synced, serves nothing")
 	}
-	if err := l.read(ctx, ts.Client(), ts.URL); err != nil {
+	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
 	d := l.current()
@@ -89,13 +114,13 @@ func TestLocalDiscoveryRead(t *testing.T) {
 		}
 	}
 	for _, a := range srv.accepts {
-		if a != acceptNoPeer {
-			t.Fatalf("Accept %q, want this server's own view (%q)", a, acceptNoPeer)
+		if a != nopeer.Accept {
+			t.Fatalf("Accept %q, want this server's own view (%q)", a, nopeer.Accept)
 		}
 	}
 
 	// Unchanged: two 304s, the same document.
-	if err := l.read(ctx, ts.Client(), ts.URL); err != nil {
+	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
 	if l.current() != d || srv.notMod["/api"] != 1 || srv.notMod["/apis"] != 1 {
@@ -104,7 +129,7 @@ func TestLocalDiscoveryRead(t *testing.T) {
 
 	// /apis changed (a CRD was created): a new generation; /api is kept.
 	srv.set("/apis", `"apis-2"`, dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets", "gizmos"))
-	if err := l.read(ctx, ts.Client(), ts.URL); err != nil {
+	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
 	d2 := l.current()
@@ -119,14 +144,14 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	srv.mu.Lock()
 	srv.status = http.StatusInternalServerError
 	srv.mu.Unlock()
-	if err := l.read(ctx, ts.Client(), ts.URL); err == nil || !strings.Contains(err.Error(), "500") {
+	if err := l.read(ctx, client, ts.URL); err == nil || !strings.Contains(err.Error(), "500") {
 		t.Fatalf("HTTP 500: %v", err)
 	}
 	srv.mu.Lock()
 	srv.status = 0
 	srv.docs["/apis"], srv.etags["/apis"] = []byte("{not json"), `"apis-3"`
 	srv.mu.Unlock()
-	if err := l.read(ctx, ts.Client(), ts.URL); err == nil {
+	if err := l.read(ctx, client, ts.URL); err == nil {
 		t.Fatal("an undecodable document must be an error")
 	}
 	if l.current() != d2 {
@@ -134,15 +159,41 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	}
 }
 
+// A broken or hostile document from this server (one that merge.Validate
+// refuses) is a clear error, and the last good document stays in use.
+func TestLocalDiscoveryRejectsInvalidDocument(t *testing.T) {
+	srv, ts := startFakeLocalServer(t)
+	ctx := context.Background()
+	client := nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes)
+	l := newLocalDiscovery()
+	if err := l.read(ctx, client, ts.URL); err != nil {
+		t.Fatal(err)
+	}
+	good := l.current()
+
+	for _, bad := range []struct {
+		name   string
+		groups []apidiscoveryv2.APIGroupDiscovery
+	}{
+		{"a group twice", []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("apps", "v1", "widgets")}},
+		{"a group name that is no DNS subdomain", []apidiscoveryv2.APIGroupDiscovery{dgroup("Evil/../Group", "v1", "widgets")}},
+	} {
+		srv.set("/apis", `"apis-bad"`, bad.groups...)
+		err := l.read(ctx, client, ts.URL)
+		if err == nil || !strings.Contains(err.Error(), string(nopeer.ErrInvalid)) {
+			t.Errorf("%s: read = %v, want an %s error", bad.name, err, nopeer.ErrInvalid)
+		}
+		if l.current() != good || l.Serves(schemaGVR("apps", "v1", "widgets")) {
+			t.Errorf("%s: the invalid document replaced the last good one", bad.name)
+		}
+	}
+}
+
 // TestLocalDiscoveryLoop: a change event causes one read at once and one
 // more shortly after, not a read every second from then on; the ticker
 // alone reads at its interval.
 func TestLocalDiscoveryLoop(t *testing.T) {
-	srv := &fakeLocalServer{docs: map[string][]byte{}, etags: map[string]string{}, requests: map[string]int{}, notMod: map[string]int{}}
-	srv.set("/api", `"api-1"`, dgroup("", "v1", "pods"))
-	srv.set("/apis", `"apis-1"`, dgroup("apps", "v1", "deployments"))
-	ts := httptest.NewServer(srv)
-	defer ts.Close()
+	srv, ts := startFakeLocalServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	reads := func() int {
@@ -152,7 +203,7 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 	}
 
 	l := newLocalDiscovery()
-	go l.loop(ctx, ts.Client(), ts.URL, time.Hour)
+	go l.loop(ctx, nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes), ts.URL, time.Hour)
 	l.poke()
 	// The event's two reads, then nothing more for several re-read delays.
 	eventually(t, "two reads after a change event", func() bool { return reads() >= 2 })

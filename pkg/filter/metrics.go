@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -26,13 +40,8 @@ var (
 		Buckets:        []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60},
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"group", "resource"})
-	filterEnabled = metrics.NewGauge(&metrics.GaugeOpts{
-		Namespace:      "peerdiscovery",
-		Subsystem:      "filter",
-		Name:           "enabled",
-		Help:           "1 when the filter is configured (--peer-ca-file set) and routes requests to peers; 0 when this kube-apiserver runs without it.",
-		StabilityLevel: metrics.ALPHA,
-	})
+	filterEnabled = filterGauge("enabled",
+		"1 when the filter is configured (--peer-ca-file set) and routes requests to peers; 0 when this kube-apiserver runs without it.")
 	informerRelists = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
@@ -47,14 +56,20 @@ var (
 		Help:           "Discovery and OpenAPI v3 requests by endpoint (aggregated, group_list, group, resource_list, openapi_v3, openapi_v3_group_version) and by who answered: merged (the peer-aggregated view), peer (proxied to a peer serving more of it), local (this server's own answer, the same as the cluster's) or unavailable (503: only departed or not-ready servers serve it).",
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"endpoint", "source"})
-	cacheSynced = metrics.NewGauge(&metrics.GaugeOpts{
+	cacheSynced = filterGauge("cache_synced",
+		"1 when the filter's routing caches are synced and it routes requests to peers; 0 while it serves everything locally.")
+)
+
+// filterGauge is a peerdiscovery_filter_<name> gauge that is 0 or 1.
+func filterGauge(name, help string) *metrics.Gauge {
+	return metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
-		Name:           "cache_synced",
-		Help:           "1 when the filter's routing caches are synced and it routes requests to peers; 0 while it serves everything locally.",
+		Name:           name,
+		Help:           help,
 		StabilityLevel: metrics.ALPHA,
 	})
-)
+}
 
 var registerOnce sync.Once
 
@@ -63,9 +78,10 @@ func registerMetrics() {
 		registerUpstreamMetrics()
 		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists, discoveryRequests} {
 			// Register, not MustRegister: a name already taken must not
-			// crash kube-apiserver.
+			// crash kube-apiserver. Called from New, which no context
+			// reaches: the process's logger.
 			if err := legacyregistry.Register(c); err != nil {
-				klog.InfoS("peerdiscovery filter: metric not registered", "err", err)
+				klog.Background().Info("peerdiscovery filter: metric not registered", "err", err)
 			}
 		}
 	})

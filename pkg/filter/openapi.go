@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -167,7 +181,7 @@ func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV st
 	f.proxy.serve(out, sub, routing.Result{Decision: v1alpha1.RouteProxy, Candidates: []routing.Peer{peer}, GVR: openAPIGVR}, f.serializer, f.opts.RetryAfterSeconds, false)
 	var doc openAPIRootDoc
 	if out.code != http.StatusOK || out.overflow || json.Unmarshal(out.buf.Bytes(), &doc) != nil {
-		klog.V(2).InfoS("peerdiscovery filter: reading a peer's /openapi/v3 failed; its group-versions keep this server's entries", "peer", peer.ID, "code", out.code)
+		klog.FromContext(r.Context()).V(2).Info("peerdiscovery filter: reading a peer's /openapi/v3 failed; its group-versions keep this server's entries", "peer", peer.ID, "code", out.code)
 		return openAPIRootDoc{}, false
 	}
 	c.put(peer.ID, cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: time.Now(), doc: doc})

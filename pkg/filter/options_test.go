@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -248,11 +262,29 @@ func TestCertificateReload(t *testing.T) {
 	}
 
 	// A CA file that no longer holds a certificate keeps the last good CA.
+	// The reload attempt is made here, synchronously, with the function
+	// the file watcher runs on a change (RunOnce: loadCABundle), so the
+	// assertions below come after it, not before a watcher that has not
+	// looked at the file yet.
 	current := e.f.proxy.transports.Load()
 	writeFile(t, e.pki.peerCAFile, []byte("garbage"))
+	if err := e.f.proxy.ca.RunOnce(ctx); err == nil {
+		t.Fatal("reloading a CA file without a certificate succeeded")
+	}
+	if got := e.f.proxy.ca.CurrentCABundleContent(); string(got) != string(newCA.CertPEM) {
+		t.Fatalf("after a bad CA file the CA bundle is %q, want the last good one", got)
+	}
 	e.setRoutes(route(widgetsGVR, readyPeer("new", newPeer.endpoint())))
 	if code := get(); code != 200 || e.f.proxy.transports.Load() != current {
 		t.Fatalf("after a bad CA file: %d, transport replaced %v", code, e.f.proxy.transports.Load() != current)
+	}
+	// The file watcher has seen the bad file too once it has seen a later
+	// good one (the same CA, written differently so that it counts as a
+	// change): by then its own attempt at the bad file left nothing behind.
+	writeFile(t, e.pki.peerCAFile, append(append([]byte{}, newCA.CertPEM...), '\n'))
+	eventually(t, "a new transport after a good CA file followed the bad one", func() bool { return e.f.proxy.transports.Load() != current })
+	if code := get(); code != 200 {
+		t.Fatalf("after a good CA file followed the bad one: %d", code)
 	}
 
 	// Client certificate rotation: the next connection presents the new one.

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -62,7 +76,19 @@ func startRegistration(ctx context.Context, loopback *rest.Config, serverID, end
 	return r, nil
 }
 
+// run renews the Lease until ctx is done, then records the departure.
+//
+// This loop is kept instead of k8s.io/component-helpers' lease.NewController
+// because that controller's (*controller).newLease sets spec.renewTime to
+// now before it calls the post-process function: the function then cannot
+// tell a Lease that lapsed (the server was cut off longer than its
+// duration) from a live one, and a server back after a lapse must hold its
+// Lease anew (a fresh acquireTime, peerlease.NewRegistrationLease), or the
+// peer engine ranks it below an identity that registered at its endpoint
+// meanwhile. Its Start and Stop also delete the Lease, where this filter
+// records a departure in it instead.
 func (r *registrar) run(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	t := time.NewTicker(peerlease.DefaultRenewInterval)
 	defer t.Stop()
 	for {
@@ -71,8 +97,8 @@ func (r *registrar) run(ctx context.Context) {
 		case <-ctx.Done():
 			dctx, cancel := context.WithTimeout(context.Background(), departTimeout)
 			defer cancel()
-			if err := r.depart(dctx); err != nil {
-				klog.InfoS("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
+			if err := r.depart(klog.NewContext(dctx, logger)); err != nil {
+				logger.Info("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
 			}
 			return
 		case <-t.C:
@@ -97,7 +123,7 @@ func (r *registrar) renew(ctx context.Context) {
 		_, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, r.now()), metav1.UpdateOptions{})
 	}
 	if err != nil && ctx.Err() == nil {
-		klog.V(2).InfoS("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
+		klog.FromContext(ctx).V(2).Info("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
 	}
 }
 
@@ -117,7 +143,7 @@ func (r *registrar) depart(ctx context.Context) error {
 			if err != nil {
 				// The departure still counts; the tombstone is then what
 				// each replica last read from this server.
-				klog.InfoS("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
+				klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
 			}
 			served = enc
 		}
@@ -144,6 +170,7 @@ func (r *registrar) depart(ctx context.Context) error {
 // collectLoop runs collect about every gcInterval, jittered so that the
 // servers of a control plane do not all list at once.
 func (r *registrar) collectLoop(ctx context.Context) {
+	logger := klog.FromContext(ctx)
 	for {
 		select {
 		case <-ctx.Done():
@@ -154,10 +181,10 @@ func (r *registrar) collectLoop(ctx context.Context) {
 		n, err := r.collect(cctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			klog.V(2).InfoS("peerdiscovery filter: collecting old registration leases failed", "err", err)
+			logger.V(2).Info("peerdiscovery filter: collecting old registration leases failed", "err", err)
 		}
 		if n > 0 {
-			klog.V(2).InfoS("peerdiscovery filter: deleted old registration leases", "count", n)
+			logger.V(2).Info("peerdiscovery filter: deleted old registration leases", "count", n)
 		}
 	}
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package filter
 
 import (
@@ -8,8 +22,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -18,17 +30,6 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
-
-// scheme decodes the peerdiscovery.k8s.io objects the filter reads. A plain
-// REST client over it is version-stable, unlike a generated clientset.
-var (
-	scheme = runtime.NewScheme()
-	codecs = serializer.NewCodecFactory(scheme)
-)
-
-func init() {
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
-}
 
 // rebuildDelay coalesces bursts of watch events into one table rebuild.
 const rebuildDelay = 50 * time.Millisecond
@@ -157,11 +158,11 @@ func (s *routingState) rebuildLoop(ctx context.Context) {
 			return
 		case <-time.After(rebuildDelay):
 		}
-		s.rebuild()
+		s.rebuild(ctx)
 	}
 }
 
-func (s *routingState) rebuild() {
+func (s *routingState) rebuild(ctx context.Context) {
 	var tables []*v1alpha1.PeerRoutingTable
 	for _, o := range s.routes.GetStore().List() {
 		if t, ok := o.(*v1alpha1.PeerRoutingTable); ok {
@@ -186,7 +187,7 @@ func (s *routingState) rebuild() {
 	if !s.isSynced.Load() && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 		s.isSynced.Store(true)
 		cacheSynced.Set(1)
-		klog.InfoS("peerdiscovery filter: routing caches synced; routing requests to peers", "routes", len(tables), "peers", len(peers))
+		klog.FromContext(ctx).Info("peerdiscovery filter: routing caches synced; routing requests to peers", "routes", len(tables), "peers", len(peers))
 	}
 }
 
@@ -207,12 +208,12 @@ func (s *routingState) reportSync(ctx context.Context) {
 		if s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 			// An empty list syncs without events: rebuild once.
 			if !s.isSynced.Load() {
-				s.rebuild()
+				s.rebuild(ctx)
 			}
 			return
 		}
 		if !warned && time.Since(start) > 10*time.Second {
-			klog.InfoS("peerdiscovery filter: peerdiscovery.k8s.io is not reachable yet; serving every request locally until it is")
+			klog.FromContext(ctx).Info("peerdiscovery filter: peerdiscovery.k8s.io is not reachable yet; serving every request locally until it is")
 			warned = true
 		}
 	}

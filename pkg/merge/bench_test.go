@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package merge
 
 import (
@@ -10,16 +24,6 @@ import (
 // benchDocs is 3 peers x ~3,000 GVRs: 60 groups, 1-3 versions, 8 verbs per
 // resource, status/scale subresources, mostly identical with upgrade skew.
 func benchDocs() []PeerDocument { return realisticDocs(1, 3, 3000) }
-
-func countGVRs(groups []apidiscoveryv2.APIGroupDiscovery) int {
-	n := 0
-	for _, g := range groups {
-		for _, v := range g.Versions {
-			n += len(v.Resources)
-		}
-	}
-	return n
-}
 
 func BenchmarkMerge(b *testing.B) {
 	docs := benchDocs()
@@ -69,12 +73,12 @@ func TestBenchDocsSize(t *testing.T) {
 		t.Fatal("benchmark assumes docs sorted by ID")
 	}
 	for _, d := range docs {
-		n := countGVRs(d.Groups)
+		n := CountResources(d.Groups)
 		if n < 2700 || n > 3300 {
 			t.Errorf("%s: %d GVRs, want ~3000", d.ServerID, n)
 		}
 		t.Logf("%s: %d groups, %d GVRs", d.ServerID, len(d.Groups), n)
 	}
 	merged := Merge(docs, nil)
-	t.Logf("merged: %d groups, %d GVRs", len(merged), countGVRs(merged))
+	t.Logf("merged: %d groups, %d GVRs", len(merged), CountResources(merged))
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package merge
 
 import (
@@ -75,4 +89,21 @@ func TestResourceEqualIsDeepEqual(t *testing.T) {
 
 func gvk2(kind string) *metav1.GroupVersionKind {
 	return &metav1.GroupVersionKind{Group: "g", Version: "v1", Kind: kind}
+}
+
+func TestResourceEqualCoversEveryField(t *testing.T) {
+	// equal.go lists fields by hand; a new field in a k8s.io/api bump must be
+	// added there too.
+	for _, c := range []struct {
+		typ  any
+		want int
+	}{
+		{apidiscoveryv2.APIResourceDiscovery{}, 8},
+		{apidiscoveryv2.APISubresourceDiscovery{}, 4},
+		{metav1.GroupVersionKind{}, 3},
+	} {
+		if n := reflect.TypeOf(c.typ).NumField(); n != c.want {
+			t.Errorf("%T has %d fields, equal.go handles %d", c.typ, n, c.want)
+		}
+	}
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package merge
 
 import (
@@ -13,9 +27,9 @@ import (
 
 // ETag returns upstream's ETag for a list: the SHA-512 of the encoding/json
 // encoding of APIGroupDiscoveryList{Items: groups}, in upper-case hex
-// (k8s.io/apiserver v0.37.2 pkg/endpoints/discovery/aggregated/etag.go:78-85,
-// called with the whole list at peer_aggregated_handler.go:141-144). It is the
-// bare hash; upstream quotes it in the ETag header (etag.go:50).
+// (k8s.io/apiserver v0.37.2 package aggregated, calculateETag, called with the
+// whole list by (*peerAggregatedDiscoveryHandler).fetchFromCache). It is the
+// bare hash; upstream quotes it in the ETag header (ServeHTTPWithETag).
 //
 // nil and empty groups hash differently ("items":null vs "items":[]), as
 // upstream's do; Merge never returns nil.

@@ -1,67 +1,79 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package merge is the pure merge of several kube-apiservers' non-peer-aggregated
 // ("profile=nopeer") discovery documents into one peer-aggregated document.
 //
 // It reproduces upstream's merge exactly (k8s.io/apiserver v0.37.2,
-// pkg/endpoints/discovery/aggregated/peer_aggregated_handler.go, "PAH" below):
+// package aggregated, the peerAggregatedDiscoveryHandler):
 //
-//   - Servers are visited in lexicographic ServerID order (PAH:173, :471-478).
+//   - Servers are visited in lexicographic ServerID order (mergeResources,
+//     sortServerIDs).
 //   - Group order is MergePreservingRelativeOrder over every server's group-name
-//     list at once (PAH:211); version and resource order is the same function
-//     applied pairwise, accumulated result first, then the next server
-//     (PAH:289, :348). The pairwise fold is not the same as one merge over all
-//     lists when lists conflict, so it is kept as is.
+//     list at once (mergeResources); version and resource order is the same
+//     function applied pairwise, accumulated result first, then the next server
+//     (mergeVersionsAcrossGroup, mergeResourcesAcrossVersion). The pairwise fold
+//     is not the same as one merge over all lists when lists conflict, so it is
+//     kept as is.
 //   - Anything that is not merged comes from the first server (in ID order) that
-//     has it: group ObjectMeta/TypeMeta (PAH:293-297), version Freshness
-//     (PAH:352-356), and every resource field but Verbs and Subresources
-//     (PAH:403-410).
+//     has it: group ObjectMeta/TypeMeta (mergeVersionsAcrossGroup), version
+//     Freshness (mergeResourcesAcrossVersion), and every resource field but
+//     Verbs and Subresources (mergeResourceCapabilities).
 //   - A resource served identically (reflect.DeepEqual) by both sides is kept as
-//     it is, verbs in their original order (PAH:323-325). Otherwise verbs become
-//     the sorted union, nil when empty (PAH:363-380), and subresources the union
-//     by name, sorted by name, the later server's entry winning a name clash
-//     (PAH:382-401).
+//     it is, verbs in their original order (mergeResourcesAcrossVersion).
+//     Otherwise verbs become the sorted union, nil when empty, and subresources
+//     the union by name, sorted by name, the later server's entry winning a name
+//     clash (mergeResourceCapabilities).
 //
 // Deliberate differences. Only the first can show with well-formed documents,
 // and then only in which server's Freshness or group metadata is kept:
 //
 //   - Upstream has one distinguished "local" server whose list it returns
-//     unmerged when nothing changed (PAH:166-168, :199-201); its Freshness and
-//     group metadata then win even if its ID does not sort first. Merge has no
-//     local server: the first ID always wins, as on upstream's general path.
+//     unmerged when nothing changed (mergeResources); its Freshness and group
+//     metadata then win even if its ID does not sort first. Merge has no local
+//     server: the first ID always wins, as on upstream's general path.
 //   - Duplicates inside one document (a group, a version within a group, a
 //     resource within a version) are folded into their first occurrence with the
 //     same rules used across servers, and the name counts once in the order
-//     merge. Upstream folds content the same way (PAH:225-233, :261-269,
-//     :320-329) but feeds the repeated name to MergePreservingRelativeOrder,
-//     where it reads as a cycle and collapses the whole order to lexicographic.
-//     Validate rejects such documents anyway.
+//     merge. Upstream folds content the same way (processServerGroups,
+//     mergeVersionsAcrossGroup, mergeResourcesAcrossVersion) but feeds the
+//     repeated name to MergePreservingRelativeOrder, where it reads as a cycle
+//     and collapses the whole order to lexicographic. Validate rejects such
+//     documents anyway.
 //   - Documents with the same ServerID (upstream keys peers by ID in a map, so it
 //     cannot have them) are all merged, tied IDs ordered by content (a total
-//     order, see compareDeep) so the result stays independent of input order.
+//     order, see compareContent) so the result stays independent of input order.
 //   - exclude drops group-versions from every document before merging, as
 //     upstream's GVExclusionManager filters peer documents before they reach the
-//     merge (k8s.io/apiserver v0.37.2 pkg/util/peerproxy/gv_exclusion_manager.go:
-//     399-468), so the order of what is left is the order upstream computes.
-//     Upstream skips that filtering for a peer with no excluded GVR (:431) and,
-//     when it does filter, drops the TypeMeta of every group (:449-451) and any
-//     group that had no versions to begin with (:463); Merge drops an excluded
-//     GV even when it lists no resources, keeps TypeMeta and keeps groups that
-//     never had versions. Upstream also never filters the local server's own
-//     document, which serves those GVs itself; Merge has no local document.
+//     merge (k8s.io/apiserver v0.37.2 package peerproxy,
+//     (*GVExclusionManager).filterPeerDiscoveryCache), so the order of what is
+//     left is the order upstream computes. Upstream skips that filtering for a
+//     peer with no excluded GVR (filterPeerCacheEntry) and, when it does filter,
+//     drops the TypeMeta of every group and any group that had no versions to
+//     begin with (filterGroupDiscovery); Merge drops an excluded GV even when it
+//     lists no resources, keeps TypeMeta and keeps groups that never had
+//     versions. Upstream also never filters the local server's own document,
+//     which serves those GVs itself; Merge has no local document.
 //
 // Upstream only peer-aggregates /apis and drops the core group "" from peer
-// documents (k8s.io/apiserver v0.37.2 pkg/util/peerproxy/peer_discovery.go:
-// 164-169); PeerGroupsFromPaths rebuilds that exact per-peer input. Merge itself
-// treats "" like any other group, so /api documents can be merged too.
+// documents (k8s.io/apiserver v0.37.2 package peerproxy,
+// (*peerProxyHandler).fetchNewDiscoveryFor); PeerGroupsFromPaths rebuilds that
+// exact per-peer input. Merge itself treats "" like any other group, so /api
+// documents can be merged too.
 package merge
 
-import (
-	"reflect"
-	"slices"
-	"sort"
-	"strings"
-
-	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-)
+import apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 
 // PeerDocument is one server's non-peer-aggregated discovery document.
 type PeerDocument struct {
@@ -100,34 +112,6 @@ func groupCountHint(docs []PeerDocument) int {
 	return n + n/8
 }
 
-// sortDocs returns the documents in upstream's visiting order: ServerID
-// ascending (sort.Strings order). Ties, which upstream cannot have, are broken by
-// content so that Merge stays a function of the input set.
-func sortDocs(docs []PeerDocument) []*PeerDocument {
-	out := make([]*PeerDocument, len(docs))
-	for i := range docs {
-		out[i] = &docs[i]
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].ServerID < out[j].ServerID })
-	for i := 0; i < len(out); {
-		j := i + 1
-		for j < len(out) && out[j].ServerID == out[i].ServerID {
-			j++
-		}
-		if j-i > 1 {
-			sortByContent(out[i:j])
-		}
-		i = j
-	}
-	return out
-}
-
-func sortByContent(run []*PeerDocument) {
-	sort.SliceStable(run, func(i, j int) bool {
-		return compareDeep(reflect.ValueOf(run[i].Groups), reflect.ValueOf(run[j].Groups)) < 0
-	})
-}
-
 // groupAcc is one group as merged so far. Its slices may alias the inputs; they
 // are never written to, and build copies them out.
 type groupAcc struct {
@@ -143,8 +127,8 @@ type merger struct {
 }
 
 // addDocument folds one document into the accumulated groups (upstream's
-// processServerGroups, PAH:217-239) and returns its group-name list for the
-// group order merge.
+// processServerGroups) and returns its group-name list for the group order
+// merge.
 func (m *merger) addDocument(di int, groups []apidiscoveryv2.APIGroupDiscovery) []string {
 	names := make([]string, 0, len(groups))
 	for gi := range groups {
@@ -198,235 +182,16 @@ func (m *merger) filterVersions(g *apidiscoveryv2.APIGroupDiscovery) (versions [
 	return out, len(out) > 0
 }
 
-// listOps tells the generic list merge how to handle one level (versions of a
-// group, resources of a version).
-type listOps[T any] struct {
-	name func(*T) string
-	// merge merges b into a (a normalized, b possibly not) and reports whether
-	// the result differs from a.
-	merge func(a, b *T) (T, bool)
-	// norm folds duplicates nested inside one item; nil when there are none.
-	norm func(*T) (T, bool)
-}
-
-var versionOps = listOps[apidiscoveryv2.APIVersionDiscovery]{
-	name:  func(v *apidiscoveryv2.APIVersionDiscovery) string { return v.Version },
-	merge: mergeVersion,
-	norm:  normVersion,
-}
-
-var resOps = listOps[apidiscoveryv2.APIResourceDiscovery]{
-	name:  func(r *apidiscoveryv2.APIResourceDiscovery) string { return r.Resource },
-	merge: mergeResource,
-}
-
-// mergeVersion is upstream's mergeResourcesAcrossVersion (PAH:303-357).
-func mergeVersion(a, b *apidiscoveryv2.APIVersionDiscovery) (apidiscoveryv2.APIVersionDiscovery, bool) {
-	res, changed := mergeLists(a.Resources, b.Resources, &resOps)
-	if !changed {
-		return *a, false
+// build copies the merged groups out in the given order, with the generated
+// DeepCopy: the accumulated groups alias the inputs, and the caller gets a
+// value it owns. DeepCopy keeps nil and empty slices distinct, which the ETag
+// (JSON "null" vs "[]") and reflect.DeepEqual both see.
+func (m *merger) build(order []string) []apidiscoveryv2.APIGroupDiscovery {
+	out := make([]apidiscoveryv2.APIGroupDiscovery, len(order))
+	for i, name := range order {
+		acc := &m.accs[m.index[name]]
+		merged := apidiscoveryv2.APIGroupDiscovery{TypeMeta: acc.src.TypeMeta, ObjectMeta: acc.src.ObjectMeta, Versions: acc.versions}
+		merged.DeepCopyInto(&out[i])
 	}
-	return apidiscoveryv2.APIVersionDiscovery{Version: a.Version, Resources: res, Freshness: a.Freshness}, true
-}
-
-func normVersion(v *apidiscoveryv2.APIVersionDiscovery) (apidiscoveryv2.APIVersionDiscovery, bool) {
-	res, changed := normList(v.Resources, &resOps)
-	if !changed {
-		return *v, false
-	}
-	out := *v
-	out.Resources = res
-	return out, true
-}
-
-// mergeResource keeps a when both sides are deeply equal (PAH:323-325) and
-// otherwise unions verbs and subresources (PAH:362-413).
-func mergeResource(a, b *apidiscoveryv2.APIResourceDiscovery) (apidiscoveryv2.APIResourceDiscovery, bool) {
-	if resourceEqual(a, b) {
-		return *a, false
-	}
-	out := *a
-	if len(out.Resource) == 0 { // PAH:406-408
-		out = *b
-	}
-	out.Verbs = unionVerbs(a.Verbs, b.Verbs)
-	out.Subresources = unionSubresources(a.Subresources, b.Subresources)
-	return out, true
-}
-
-func unionVerbs(a, b []string) []string {
-	if len(a)+len(b) == 0 {
-		return nil
-	}
-	out := make([]string, 0, len(a)+len(b))
-	out = append(append(out, a...), b...)
-	slices.Sort(out)
-	return slices.Clip(slices.Compact(out))
-}
-
-// unionSubresources unions by name; a later entry replaces an earlier one of the
-// same name, as upstream's map assignment does (PAH:383-389).
-func unionSubresources(a, b []apidiscoveryv2.APISubresourceDiscovery) []apidiscoveryv2.APISubresourceDiscovery {
-	n := len(a) + len(b)
-	if n == 0 {
-		return nil
-	}
-	out := make([]apidiscoveryv2.APISubresourceDiscovery, 0, n)
-	var idx map[string]int
-	if n > smallList {
-		idx = make(map[string]int, n)
-	}
-	add := func(s *apidiscoveryv2.APISubresourceDiscovery) {
-		if idx != nil {
-			if j, ok := idx[s.Subresource]; ok {
-				out[j] = *s
-				return
-			}
-			idx[s.Subresource] = len(out)
-		} else {
-			for j := range out {
-				if out[j].Subresource == s.Subresource {
-					out[j] = *s
-					return
-				}
-			}
-		}
-		out = append(out, *s)
-	}
-	for i := range a {
-		add(&a[i])
-	}
-	for i := range b {
-		add(&b[i])
-	}
-	slices.SortFunc(out, func(x, y apidiscoveryv2.APISubresourceDiscovery) int {
-		return strings.Compare(x.Subresource, y.Subresource)
-	})
 	return out
-}
-
-// smallList is the length up to which a linear scan beats building a map.
-const smallList = 24
-
-// mergeLists merges b into a, a being normalized (unique names). This is
-// upstream's per-level merge (PAH:244-298, :303-357): items present on both
-// sides are merged, the order is MergePreservingRelativeOrder([a, b]).
-func mergeLists[T any](a, b []T, o *listOps[T]) ([]T, bool) {
-	if sameNames(a, b, o.name) {
-		// Same names in the same order (the common case): no order merge, and
-		// b is unique because a is.
-		var out []T
-		for i := range b {
-			if m, changed := o.merge(&a[i], &b[i]); changed {
-				if out == nil {
-					out = slices.Clone(a)
-				}
-				out[i] = m
-			}
-		}
-		if out == nil {
-			return a, false
-		}
-		return out, true
-	}
-
-	work := make([]T, len(a), len(a)+len(b))
-	copy(work, a)
-	idx := make(map[string]int, len(a)+len(b))
-	for i := range a {
-		idx[o.name(&a[i])] = i
-	}
-	inB := make([]bool, len(a), len(a)+len(b))
-	bNames := make([]string, 0, len(b))
-	for i := range b {
-		n := o.name(&b[i])
-		if j, ok := idx[n]; ok {
-			// Also folds a name repeated inside b into its first occurrence.
-			if m, changed := o.merge(&work[j], &b[i]); changed {
-				work[j] = m
-			}
-			if !inB[j] {
-				inB[j] = true
-				bNames = append(bNames, n)
-			}
-			continue
-		}
-		item := b[i]
-		if o.norm != nil {
-			item, _ = o.norm(&b[i])
-		}
-		idx[n] = len(work)
-		work = append(work, item)
-		inB = append(inB, true)
-		bNames = append(bNames, n)
-	}
-	aNames := make([]string, len(a))
-	for i := range a {
-		aNames[i] = o.name(&a[i])
-	}
-	order := mergePreservingRelativeOrderUnique([][]string{aNames, bNames}, len(work))
-	out := make([]T, 0, len(work))
-	for _, n := range order {
-		out = append(out, work[idx[n]])
-	}
-	return out, true
-}
-
-func sameNames[T any](a, b []T, name func(*T) string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if name(&a[i]) != name(&b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// normList folds repeated names in one list into their first occurrence and
-// normalizes nested lists. It returns list itself when nothing needed folding.
-func normList[T any](list []T, o *listOps[T]) ([]T, bool) {
-	if hasDuplicateNames(list, o.name) {
-		return mergeLists(nil, list, o)
-	}
-	if o.norm == nil {
-		return list, false
-	}
-	var out []T
-	for i := range list {
-		if n, changed := o.norm(&list[i]); changed {
-			if out == nil {
-				out = slices.Clone(list)
-			}
-			out[i] = n
-		}
-	}
-	if out == nil {
-		return list, false
-	}
-	return out, true
-}
-
-func hasDuplicateNames[T any](list []T, name func(*T) string) bool {
-	if len(list) <= smallList {
-		for i := 1; i < len(list); i++ {
-			ni := name(&list[i])
-			for j := 0; j < i; j++ {
-				if name(&list[j]) == ni {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	seen := make(map[string]struct{}, len(list))
-	for i := range list {
-		n := name(&list[i])
-		if _, ok := seen[n]; ok {
-			return true
-		}
-		seen[n] = struct{}{}
-	}
-	return false
 }

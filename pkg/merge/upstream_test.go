@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package merge
 
 import (
@@ -37,7 +51,7 @@ const (
 	// localFirst: the document whose ID sorts first is the local server's,
 	// loaded into a ResourceManager with priorities reproducing its order.
 	// Upstream returns the local list unmerged when nothing changed
-	// (PAH:166-168, :199-201); with the first ID local that equals its general
+	// (its mergeResources); with the first ID local that equals its general
 	// path, which is what Merge implements.
 	localFirst
 )
@@ -83,7 +97,7 @@ func upstreamHTTP(t testing.TB, docs []PeerDocument, exclude func(g, v string) b
 
 // loadLocal makes a ResourceManager serve groups in exactly the given order:
 // it orders groups by priority, then name, and versions by priority, then
-// kube-aware version order (handler.go:436-498), so descending priorities
+// kube-aware version order ((*resourceDiscoveryManager).calculateAPIGroupsLocked), so descending priorities
 // pin the order. Its groups carry only a name, as the test documents do.
 func loadLocal(rm aggregated.ResourceManager, groups []apidiscoveryv2.APIGroupDiscovery) {
 	rm.SetGroups(groups)

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package peerlease
 
 import (
@@ -9,6 +23,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -54,17 +70,8 @@ func (r ServedResource) line() string {
 // discovery documents, as routing tables count them.
 func ServedFromDiscovery(docs ...[]apidiscoveryv2.APIGroupDiscovery) []ServedResource {
 	var out []ServedResource
-	for _, doc := range docs {
-		for _, g := range doc {
-			for _, v := range g.Versions {
-				for _, r := range v.Resources {
-					out = append(out, ServedResource{
-						GroupVersionResource: schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource},
-						Scope:                r.Scope,
-					})
-				}
-			}
-		}
+	for gvr, r := range merge.Resources(docs...) {
+		out = append(out, ServedResource{GroupVersionResource: gvr, Scope: r.Scope})
 	}
 	return out
 }

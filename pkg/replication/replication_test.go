@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package replication
 
 import (
@@ -28,7 +42,7 @@ const eventually = 20 * time.Second
 
 // testView: peer a (v1.37) serves apps/v1 and resource.k8s.io/v1beta2,
 // peer b (v1.36) apps/v1 only; bReady flips b's readiness.
-func testView(t *testing.T, bReady bool, extra int) registry.View {
+func testView(t *testing.T, bReady bool, extra int) compute.Output {
 	t.Helper()
 	res := func(name string) apidiscoveryv2.APIResourceDiscovery {
 		return apidiscoveryv2.APIResourceDiscovery{Resource: name, Scope: apidiscoveryv2.ScopeNamespace, Verbs: []string{"get", "list"},
@@ -60,7 +74,7 @@ func testView(t *testing.T, bReady bool, extra int) registry.View {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return registry.View{Peers: out.Peers, Discovery: out.Discovery, Routes: out.Routes}
+	return out
 }
 
 var resources = []string{"apiserverpeers", "peeraggregateddiscoveries", "peerroutingtables"}
@@ -158,7 +172,7 @@ func review(t *testing.T, v *registry.ViewStore, path string) v1alpha1.RouteRevi
 	if !ok {
 		t.Fatal("no routing table")
 	}
-	st, err := routing.Review(table, v1alpha1.RouteReviewSpec{Verb: "get", Path: path, SourcePeer: "kube-apiserver-b"})
+	st, err := routing.Review(table, v1alpha1.RouteReviewSpec{Verb: "get", Path: path, SourcePeer: "kube-apiserver-b"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

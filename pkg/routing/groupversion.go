@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package routing
 
 import (
@@ -56,7 +70,7 @@ func DecideGroupVersion(t *Table, gv schema.GroupVersion, self string, local Loc
 			if p.ID == self {
 				continue
 			}
-			if p.Ready && !p.Left {
+			if v1alpha1.PeerReady(p.Ready, p.Left) {
 				readyElsewhere = true
 			} else {
 				departed = true
@@ -70,7 +84,7 @@ func DecideGroupVersion(t *Table, gv schema.GroupVersion, self string, local Loc
 			localServes++
 		}
 		for _, p := range r.Peers {
-			if p.ID != self && p.Ready && !p.Left {
+			if p.ID != self && v1alpha1.PeerReady(p.Ready, p.Left) {
 				served[p.ID]++
 				peers[p.ID] = p
 			}

@@ -1,10 +1,26 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package routing
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
-	"strings"
+	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -13,39 +29,82 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
 
-// RequestInfoFactory parses paths exactly as kube-apiserver does for the
-// filter, so a review parses a path the way the real request is parsed.
+// RequestInfoFactory parses paths as kube-apiserver does for the filter
+// (upstream's server.NewRequestInfoResolver with the legacy /api prefix; a
+// test keeps them equal), so a review parses a path the way the real
+// request is parsed. It is built here rather than taken from
+// k8s.io/apiserver/pkg/server: that package would weigh on the kubectl
+// plugin, which imports this one.
 var RequestInfoFactory = &request.RequestInfoFactory{
 	APIPrefixes:          sets.NewString("api", "apis"),
 	GrouplessAPIPrefixes: sets.NewString("api"),
 }
 
-var verbToMethod = map[string]string{
+// reviewMethods maps each verb a review accepts to the HTTP method of the
+// request: the Kubernetes request verbs, and the methods themselves.
+var reviewMethods = map[string]string{
 	"get": http.MethodGet, "list": http.MethodGet, "watch": http.MethodGet,
 	"create": http.MethodPost, "update": http.MethodPut, "patch": http.MethodPatch,
 	"delete": http.MethodDelete, "deletecollection": http.MethodDelete,
+	http.MethodGet: http.MethodGet, http.MethodHead: http.MethodHead, http.MethodPost: http.MethodPost,
+	http.MethodPut: http.MethodPut, http.MethodPatch: http.MethodPatch, http.MethodDelete: http.MethodDelete,
 }
 
-// Review answers a RouteReview from the same tables and decision the
-// filter uses. A source peer serves a GVR when the routing table lists it
-// (and it has not left); no source peer means a server that serves only
-// what every peer serves.
-func Review(t *Table, spec v1alpha1.RouteReviewSpec) (v1alpha1.RouteReviewStatus, error) {
-	method := strings.ToUpper(spec.Verb)
-	if m, ok := verbToMethod[strings.ToLower(spec.Verb)]; ok {
-		method = m
+// ReviewVerbs lists the verbs a RouteReview accepts, sorted.
+func ReviewVerbs() []string {
+	verbs := make([]string, 0, len(reviewMethods))
+	for v := range reviewMethods {
+		verbs = append(verbs, v)
 	}
-	u, err := url.ParseRequestURI(spec.Path)
+	slices.Sort(verbs)
+	return verbs
+}
+
+// errUnknownVerb is ParseReviewRequest's error for a verb not in
+// ReviewVerbs.
+var errUnknownVerb = errors.New("not a Kubernetes request verb or HTTP method")
+
+// ParseReviewRequest parses a review's verb and path as kube-apiserver
+// parses the real request. Its errors never quote the path: it comes from
+// the client and may be large.
+func ParseReviewRequest(verb, path string) (*request.RequestInfo, error) {
+	method, ok := reviewMethods[verb]
+	if !ok {
+		return nil, errUnknownVerb
+	}
+	u, err := url.ParseRequestURI(path)
 	if err != nil {
-		return v1alpha1.RouteReviewStatus{}, fmt.Errorf("spec.path: %w", err)
+		// url.Error quotes the whole input; its inner error names only the
+		// offending part (e.g. an escape).
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, fmt.Errorf("not a request path: %w", err)
 	}
 	info, err := RequestInfoFactory.NewRequestInfo(&http.Request{Method: method, URL: u})
 	if err != nil {
-		return v1alpha1.RouteReviewStatus{}, fmt.Errorf("spec.path: %w", err)
+		// Its only error quotes the URL.
+		return nil, errors.New("a watch or proxy path must name a resource, as in /api/v1/watch/pods")
+	}
+	return info, nil
+}
+
+// Review answers a RouteReview with the filter's decision, Decide, for the
+// request as kube-apiserver parses it. source is the APIServerPeer of
+// spec.SourcePeer (nil when none is named). A source serves a GVR when its
+// routing table lists it and it has not left (ListedLocal); no source is a
+// server that serves exactly what every peer serves. What the filter
+// decides from that the API does not show is in the status's Assumptions.
+func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer) (v1alpha1.RouteReviewStatus, error) {
+	info, err := ParseReviewRequest(spec.Verb, spec.Path)
+	if err != nil {
+		return v1alpha1.RouteReviewStatus{}, err
 	}
 	req := Request{
 		IsResourceRequest: info.IsResourceRequest,
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
+		AlreadyProxied:    spec.PeerProxied,
 	}
 	var local Local = LocalFunc(func(gvr schema.GroupVersionResource) bool {
 		r := t.Lookup(gvr)
@@ -59,16 +118,72 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec) (v1alpha1.RouteReviewStatus
 	if info.IsResourceRequest {
 		status.Group, status.Version, status.Resource = req.GVR.Group, req.GVR.Version, req.GVR.Resource
 	}
-	var peers []Peer
-	if res.Route != nil {
-		peers = res.Route.Peers
-	}
+	candidates := reviewCandidates(res, spec.SourcePeer)
 	if res.Decision == v1alpha1.RouteProxy {
-		peers = res.Candidates
-		status.Target, status.TargetEndpoint = res.Candidates[0].ID, res.Candidates[0].Endpoint
+		status.Target, status.TargetEndpoint = candidates[0].ID, candidates[0].Endpoint
 	}
-	for _, p := range peers {
+	for _, p := range candidates {
 		status.Candidates = append(status.Candidates, v1alpha1.RoutingPeer{ServerID: p.ID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
 	}
+	status.Assumptions = assumptions(req, res, spec, source)
 	return status, nil
+}
+
+// reviewCandidates are the peers other than the source that the route
+// lists, in the source's order of preference: for Proxy the ready ones,
+// exactly those the filter tries; otherwise every one, with its state.
+func reviewCandidates(res Result, source string) []Peer {
+	if res.Decision == v1alpha1.RouteProxy {
+		return res.Candidates
+	}
+	if res.Route == nil {
+		return nil
+	}
+	var others []Peer
+	for _, p := range res.Route.Peers {
+		if p.ID != source {
+			others = append(others, p)
+		}
+	}
+	orderCandidates(source, others)
+	return others
+}
+
+// assumptions says, for one decision, what the filter on the source would
+// decide from that the review cannot read from the API state.
+func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer) []string {
+	if !req.IsResourceRequest || req.AlreadyProxied {
+		// Decided from the request alone.
+		return nil
+	}
+	var out []string
+	if source == nil {
+		out = append(out, "no sourcePeer: the source is taken to serve exactly the resources every peer serves")
+	} else {
+		id := source.Spec.ServerID
+		read := "never"
+		if source.Status.LastSyncTime != nil {
+			read = "at " + source.Status.LastSyncTime.UTC().Format(time.RFC3339)
+		}
+		if source.Status.Stale {
+			read += ", a copy kept after failed reads"
+		}
+		out = append(out, fmt.Sprintf("%s serves the resources its routing tables list it for: its discovery as peerdiscovery last read it (%s); its filter reads its live discovery", id, read))
+		if source.Status.LeftTime != nil {
+			out = append(out, id+" has left: a request reaches it only once it is back, serving what its discovery then says")
+		} else if !slices.Contains(source.Spec.Sources, v1alpha1.PeerSourceRegistrationLease) {
+			out = append(out, id+" has no registration Lease: it may not run the peerdiscovery filter; without it, its own chain answers every request (404 for a resource it does not serve)")
+		}
+	}
+	if res.Decision != v1alpha1.RouteLocal || res.Route != nil {
+		out = append(out, "the source's filter has synced its routing state: until it has, within its sync grace period after start, a resource it does not serve gets 503, and after that its own chain answers")
+	}
+	if res.Decision == v1alpha1.RouteProxy {
+		if m := reviewMethods[spec.Verb]; m == http.MethodGet || m == http.MethodHead {
+			out = append(out, "the candidates can be reached: at request time one that fails before answering is skipped for the next; 503 with Retry-After when none answers")
+		} else {
+			out = append(out, "the candidates can be reached: at request time one that cannot be connected to is skipped for the next, but a request it may have received is never sent again (502, or 504 on a timeout); 503 with Retry-After when none can be connected to")
+		}
+	}
+	return out
 }

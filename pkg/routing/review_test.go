@@ -1,13 +1,29 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package routing
 
 import (
-	"net/http"
-	"net/url"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
@@ -15,10 +31,12 @@ import (
 var (
 	deployments = gvr("apps", "v1", "deployments")
 	namespaces  = gvr("", "v1", "namespaces")
+	sleepy      = gvr("example.com", "v1", "sleepy")
 )
 
 // reviewTable: pods and namespaces are served by every peer; deployments
-// by a and b; widgets by a (ready), c (not ready) and d (left).
+// by a and b; widgets by a (ready), c (not ready) and d (left); sleepy by
+// p1..p6, none ready.
 func reviewTable() *Table {
 	return NewTable([]*v1alpha1.PeerRoutingTable{
 		rt(pods, servedByAll, withPeers(ready("a"), ready("b"), ready("c"))),
@@ -27,7 +45,41 @@ func reviewTable() *Table {
 		rt(widgets, withPeers(ready("a"), notReady("c"), left("d"))),
 		rt(crds, clusterWide("CustomResourceDefinition"), withPeers(ready("a"))),
 		rt(onlyLeft, withPeers(left("a"), left("b"))),
+		rt(sleepy, withPeers(notReady("p1"), notReady("p2"), notReady("p3"), notReady("p4"), notReady("p5"), notReady("p6"))),
 	}, nil)
+}
+
+var lastSync = metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
+
+// reviewPeer is the APIServerPeer of a source that registered itself (it
+// runs the filter), its discovery read at lastSync.
+func reviewPeer(id string) *v1alpha1.APIServerPeer {
+	if id == "" {
+		return nil
+	}
+	p := peerObject(id, endpointOf(id), metav1.ConditionTrue, id == "d")
+	p.Spec.Sources = []v1alpha1.PeerSource{v1alpha1.PeerSourceRegistrationLease}
+	p.Status.LastSyncTime = &lastSync
+	return p
+}
+
+func review(t *testing.T, table *Table, spec v1alpha1.RouteReviewSpec) v1alpha1.RouteReviewStatus {
+	t.Helper()
+	st, err := Review(table, spec, reviewPeer(spec.SourcePeer))
+	if err != nil {
+		t.Fatalf("%+v: %v", spec, err)
+	}
+	return st
+}
+
+// The review parses paths with kube-apiserver's own request info resolver.
+func TestRequestInfoFactoryIsKubeAPIServers(t *testing.T) {
+	upstream := genericapiserver.NewRequestInfoResolver(&genericapiserver.Config{
+		LegacyAPIGroupPrefixes: sets.NewString(genericapiserver.DefaultLegacyAPIPrefix),
+	})
+	if !reflect.DeepEqual(RequestInfoFactory, upstream) {
+		t.Fatalf("RequestInfoFactory %+v, kube-apiserver's %+v", RequestInfoFactory, upstream)
+	}
 }
 
 func TestReviewPaths(t *testing.T) {
@@ -62,10 +114,7 @@ func TestReviewPaths(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {
-			st, err := Review(table, v1alpha1.RouteReviewSpec{Verb: "get", Path: tc.path, SourcePeer: "a"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := review(t, table, v1alpha1.RouteReviewSpec{Verb: "get", Path: tc.path, SourcePeer: "a"})
 			got := [3]string{st.Group, st.Version, st.Resource}
 			if got != tc.gvr {
 				t.Fatalf("GVR = %v, want %v", got, tc.gvr)
@@ -85,163 +134,91 @@ func TestReviewPaths(t *testing.T) {
 func TestReviewVerbs(t *testing.T) {
 	table := reviewTable()
 	// The decision does not depend on the verb (the filter routes every
-	// method alike); every spelling is accepted.
-	for _, verb := range []string{"get", "GET", "list", "watch", "create", "POST", "update", "PUT", "patch", "PATCH",
-		"delete", "DELETE", "deletecollection", "Get", "head", "options", "proxy"} {
-		st, err := Review(table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/apis/apps/v1/namespaces/ns1/deployments", SourcePeer: "c"})
-		if err != nil {
-			t.Fatalf("%s: %v", verb, err)
-		}
+	// method alike); the Kubernetes verbs and the HTTP methods are accepted.
+	for _, verb := range []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection",
+		"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"} {
+		st := review(t, table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/apis/apps/v1/namespaces/ns1/deployments", SourcePeer: "c"})
 		if st.Decision != v1alpha1.RouteProxy || st.Resource != "deployments" {
 			t.Fatalf("%s: %+v", verb, st)
 		}
 	}
+	if got := len(ReviewVerbs()); got != 14 {
+		t.Fatalf("ReviewVerbs: %d verbs, want 14: %v", got, ReviewVerbs())
+	}
+	// Other spellings and other words are not verbs.
+	for _, verb := range []string{"", "Get", "head", "OPTIONS", "proxy", "connect", "escalate", strings.Repeat("x", 1<<20)} {
+		if _, err := Review(table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/api/v1/pods"}, nil); err == nil || len(err.Error()) > 100 {
+			t.Errorf("verb %.20q: error %.200v, want a short one", verb, err)
+		}
+	}
 	// The special verb in the path is parsed, whatever the verb field says.
-	st, err := Review(table, v1alpha1.RouteReviewSpec{Verb: "watch", Path: "/apis/apps/v1/watch/deployments", SourcePeer: "c"})
-	if err != nil || st.Resource != "deployments" || st.Decision != v1alpha1.RouteProxy {
-		t.Fatalf("watch path: %+v, %v", st, err)
+	st := review(t, table, v1alpha1.RouteReviewSpec{Verb: "watch", Path: "/apis/apps/v1/watch/deployments", SourcePeer: "c"})
+	if st.Resource != "deployments" || st.Decision != v1alpha1.RouteProxy {
+		t.Fatalf("watch path: %+v", st)
 	}
 }
 
-func TestReviewSourcePeer(t *testing.T) {
-	table := reviewTable()
-	cases := []struct {
-		name       string
-		path       string
-		source     string
-		want       v1alpha1.RouteDecision
-		target     string
-		endpoint   string
-		candidates []string
-		reason     string
-	}{{
-		name: "no source: served by all is local",
-		path: "/api/v1/namespaces/ns1/pods", want: v1alpha1.RouteLocal,
-		reason: "served by this server",
-	}, {
-		name: "no source: not served by all is proxied",
-		path: "/apis/apps/v1/deployments", want: v1alpha1.RouteProxy,
-		target: expectedOrder("", []string{"a", "b"})[0], endpoint: endpointOf(expectedOrder("", []string{"a", "b"})[0]),
-		candidates: expectedOrder("", []string{"a", "b"}), reason: "proxy to",
-	}, {
-		name: "source listed: served there",
-		path: "/apis/apps/v1/namespaces/ns1/deployments/d1", source: "b", want: v1alpha1.RouteLocal,
-		reason: "apps/v1/deployments is served by this server",
-	}, {
-		name: "source listed although not ready: it still serves it itself",
-		path: "/apis/example.com/v1/widgets", source: "c", want: v1alpha1.RouteLocal,
-	}, {
-		name: "source not listed: proxied to a ready peer, never to itself",
-		path: "/apis/apps/v1/namespaces/ns1/deployments", source: "c", want: v1alpha1.RouteProxy,
-		target: expectedOrder("c", []string{"a", "b"})[0], endpoint: endpointOf(expectedOrder("c", []string{"a", "b"})[0]),
-		candidates: expectedOrder("c", []string{"a", "b"}),
-	}, {
-		name: "source not listed: only the ready peer is a candidate",
-		path: "/apis/example.com/v1/widgets/w1", source: "b", want: v1alpha1.RouteProxy,
-		target: "a", endpoint: endpointOf("a"), candidates: []string{"a"},
-	}, {
-		name: "source listed but left: the others decide",
-		path: "/apis/example.com/v1/widgets", source: "d", want: v1alpha1.RouteProxy,
-		target: "a", endpoint: endpointOf("a"), candidates: []string{"a"},
-	}, {
-		name: "source left, the other listed peer left too: 503",
-		path: "/apis/example.com/v1/departed", source: "a", want: v1alpha1.RouteUnavailable,
-		candidates: []string{"a", "b"}, reason: "none is ready",
-	}, {
-		name: "only tombstoned peers: 503",
-		path: "/apis/example.com/v1/departed", source: "z", want: v1alpha1.RouteUnavailable,
-		candidates: []string{"a", "b"}, reason: "served by a, b but none is ready",
-	}, {
-		name: "cluster-wide: local",
-		path: "/apis/crd.example.com/v1/things", source: "z", want: v1alpha1.RouteLocal,
-		candidates: []string{"a"}, reason: "CustomResourceDefinition",
-	}, {
-		name: "unknown: not found",
-		path: "/apis/nowhere.example.com/v1/ghosts", source: "a", want: v1alpha1.RouteNotFound,
-		reason: "no peer serves",
-	}, {
-		name: "unknown source, unknown GVR",
-		path: "/apis/nowhere.example.com/v1/ghosts", want: v1alpha1.RouteNotFound,
-	}}
-	// Served locally nothing would be tried: no candidates. Otherwise the
-	// candidates are the ready peers in the order tried (Proxy) or every
-	// peer listed with its state (Unavailable, cluster-wide).
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			st, err := Review(table, v1alpha1.RouteReviewSpec{Verb: "get", Path: tc.path, SourcePeer: tc.source})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Decision != tc.want || st.Target != tc.target || st.TargetEndpoint != tc.endpoint {
-				t.Fatalf("got %s -> %q (%q), want %s -> %q (%q); reason %q", st.Decision, st.Target, st.TargetEndpoint, tc.want, tc.target, tc.endpoint, st.Reason)
-			}
-			if got := reviewIDs(st.Candidates); !reflect.DeepEqual(got, tc.candidates) {
-				t.Fatalf("candidates = %v, want %v", got, tc.candidates)
-			}
-			if st.Reason == "" || !strings.Contains(st.Reason, tc.reason) {
-				t.Fatalf("reason %q, want it to contain %q", st.Reason, tc.reason)
-			}
-		})
-	}
-}
-
-// TestReviewCandidatesCarryState: the review shows each candidate's state.
-func TestReviewCandidatesCarryState(t *testing.T) {
-	st, err := Review(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: "/apis/example.com/v1/departed", SourcePeer: "z"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []v1alpha1.RoutingPeer{
-		{ServerID: "a", Endpoint: endpointOf("a"), Ready: true, Left: true},
-		{ServerID: "b", Endpoint: endpointOf("b"), Ready: true, Left: true},
-	}
-	if !reflect.DeepEqual(st.Candidates, want) {
-		t.Fatalf("candidates = %+v, want %+v", st.Candidates, want)
-	}
-}
-
-// TestReviewMatchesDecide: the review is the filter's decision.
+// TestReviewMatchesDecide: the review is the filter's decision, Decide,
+// on what the filter would have: the GVR kube-apiserver's resolver parses
+// (TestRequestInfoFactoryIsKubeAPIServers), the source's own APIs and the
+// loop-prevention header. They are written out here as data: what each
+// server of reviewTable serves, and each path's GVR.
 func TestReviewMatchesDecide(t *testing.T) {
 	table := reviewTable()
-	for _, path := range []string{"/api/v1/pods", "/apis/apps/v1/deployments", "/apis/example.com/v1/widgets", "/apis/example.com/v1/departed", "/apis/x/v1/y"} {
-		for _, src := range []string{"a", "b", "c", "z"} {
-			st, err := Review(table, v1alpha1.RouteReviewSpec{Verb: "list", Path: path, SourcePeer: src})
-			if err != nil {
-				t.Fatal(err)
-			}
-			u, _ := url.ParseRequestURI(path)
-			info, _ := RequestInfoFactory.NewRequestInfo(&http.Request{Method: http.MethodGet, URL: u})
-			g := gvr(info.APIGroup, info.APIVersion, info.Resource)
-			// The filter's local view of server src: what the table lists for it.
-			local := LocalFunc(func(g2 schema.GroupVersionResource) bool {
-				r := table.Lookup(g2)
-				if r == nil {
-					return false
+	serves := map[string]localSet{
+		"a": {pods: true, namespaces: true, deployments: true, widgets: true, crds: true},
+		"b": {pods: true, namespaces: true, deployments: true},
+		"c": {pods: true, namespaces: true, widgets: true},
+		"d": {}, // left
+		"z": {},
+		"":  {pods: true, namespaces: true}, // no source: what every peer serves
+	}
+	paths := map[string]schema.GroupVersionResource{
+		"/api/v1/pods":                           pods,
+		"/api/v1/namespaces/ns1":                 namespaces,
+		"/apis/apps/v1/namespaces/x/deployments": deployments,
+		"/apis/example.com/v1/widgets/w1":        widgets,
+		"/apis/example.com/v1/departed":          onlyLeft,
+		"/apis/example.com/v1/sleepy":            sleepy,
+		"/apis/crd.example.com/v1/things":        crds,
+		"/apis/x/v1/y":                           gvr("x", "v1", "y"),
+	}
+	decisions := map[v1alpha1.RouteDecision]int{}
+	for path, g := range paths {
+		for src, local := range serves {
+			for _, proxied := range []bool{false, true} {
+				st := review(t, table, v1alpha1.RouteReviewSpec{Verb: "list", Path: path, SourcePeer: src, PeerProxied: proxied})
+				res := Decide(table, Request{IsResourceRequest: true, GVR: g, AlreadyProxied: proxied}, src, local)
+				decisions[res.Decision]++
+				if res.Decision != st.Decision || res.Reason() != st.Reason {
+					t.Fatalf("%s from %q (proxied %v): review %s %q, decide %s %q", path, src, proxied, st.Decision, st.Reason, res.Decision, res.Reason())
 				}
-				for _, p := range r.Peers {
-					if p.ID == src && !p.Left {
-						return true
+				if res.Decision == v1alpha1.RouteProxy {
+					if got := reviewIDs(st.Candidates); !reflect.DeepEqual(got, ids(res.Candidates)) || st.Target != res.Candidates[0].ID {
+						t.Fatalf("%s from %q: review tries %v (target %s), decide %v", path, src, got, st.Target, ids(res.Candidates))
 					}
 				}
-				return false
-			})
-			res := Decide(table, Request{IsResourceRequest: true, GVR: g}, src, local)
-			if res.Decision != st.Decision || res.Reason() != st.Reason {
-				t.Fatalf("%s from %s: review %s %q, decide %s %q", path, src, st.Decision, st.Reason, res.Decision, res.Reason())
 			}
 		}
+	}
+	if len(decisions) != 4 {
+		t.Fatalf("decisions covered: %v, want all four", decisions)
 	}
 }
 
 func TestReviewInvalidPath(t *testing.T) {
-	for _, path := range []string{"", "apis/apps/v1/deployments", "%zz", "/api/v1/watch", "/apis/apps/v1/proxy"} {
-		_, err := Review(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: path})
+	huge := "/" + strings.Repeat("a", 1<<20)
+	for _, path := range []string{"", "apis/apps/v1/deployments", "%zz", "/api/v1/watch", "/apis/apps/v1/proxy",
+		huge + "%zz", huge + "\x7f", "/apis/apps/v1/watch?" + huge} {
+		_, err := Review(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: path}, nil)
 		if err == nil {
-			t.Errorf("path %q: no error", path)
+			t.Errorf("path %.40q: no error", path)
 			continue
 		}
-		if !strings.HasPrefix(err.Error(), "spec.path: ") {
-			t.Errorf("path %q: error %q does not name spec.path", path, err)
+		// The error never repeats the path: the registry echoes a
+		// bounded prefix once.
+		if msg := err.Error(); len(msg) > 100 {
+			t.Errorf("path %.40q: error of %d bytes: %.200s", path, len(msg), msg)
 		}
 	}
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package routing is the one routing decision shared by the filter inside
 // every kube-apiserver and by RouteReview, so the review cannot drift from
 // what really happens. It is pure: routing tables and a request in, a
@@ -91,13 +105,10 @@ func NewTableFromObjects(tables []v1alpha1.PeerRoutingTable, peers []v1alpha1.AP
 
 // PeerFromObject reads a peer's routing facts from its APIServerPeer.
 func PeerFromObject(p *v1alpha1.APIServerPeer) Peer {
-	out := Peer{ID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil}
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1alpha1.ConditionReady {
-			out.Ready = c.Status == "True" && !out.Left
-		}
+	return Peer{
+		ID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil,
+		Ready: v1alpha1.PeerStatusReady(p.Status.Conditions, p.Status.LeftTime),
 	}
-	return out
 }
 
 // Lookup returns the route of a GVR, or nil.
@@ -225,7 +236,7 @@ func Decide(t *Table, req Request, self string, local Local) Result {
 			continue
 		}
 		others++
-		if p.Ready && !p.Left {
+		if v1alpha1.PeerReady(p.Ready, p.Left) {
 			ready++
 		}
 	}
@@ -239,7 +250,7 @@ func Decide(t *Table, req Request, self string, local Local) Result {
 	default:
 		res.Candidates = make([]Peer, 0, ready)
 		for _, p := range route.Peers {
-			if p.ID != self && p.Ready && !p.Left {
+			if p.ID != self && v1alpha1.PeerReady(p.Ready, p.Left) {
 				res.Candidates = append(res.Candidates, p)
 			}
 		}

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package conformance runs upstream's own e2e tests through each
 // kube-apiserver of a mixed-version control plane (v1.36.3 + v1.37.2, the
 // internal/localcluster default): the committed selection of selection.txt,
@@ -8,13 +22,11 @@
 package conformance
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
-	"sigs.k8s.io/peerdiscovery/test/clustertest"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 var (
@@ -25,22 +37,16 @@ var (
 )
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PEERDISCOVERY_E2E") != "1" {
-		fmt.Println("conformance tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
-		os.Exit(m.Run())
-	}
-	var err error
-	if routing, err = localcluster.RoutingFromEnv(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	cfg := localcluster.Config{SubnetOctet: 84}
-	if routing != localcluster.RoutingPeerDiscovery {
-		cfg.SubnetOctet = 85 // can run beside the CI configuration
-	}
-	if err := routing.Apply(&cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	clustertest.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
+	planetest.Main(m, planetest.MainConfig{
+		Skipped:      "conformance tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)",
+		StartTimeout: 20 * time.Minute,
+		Plane: func(r localcluster.Routing) (localcluster.Config, error) {
+			routing = r
+			cfg := localcluster.Config{SubnetOctet: 84}
+			if routing != localcluster.RoutingPeerDiscovery {
+				cfg.SubnetOctet = 85 // can run beside the CI configuration
+			}
+			return cfg, routing.Apply(&cfg)
+		},
+	}, func(c *localcluster.Cluster) { cluster = c })
 }

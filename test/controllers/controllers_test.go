@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package controllers
 
 import (
@@ -21,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // svm is served by v1.37.2 only (a v1.37 kind, cluster-scoped).
@@ -44,20 +59,12 @@ func converged() time.Duration {
 
 func kube(t *testing.T, i int) kubernetes.Interface {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(cluster.AdminConfig(i))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return planetest.Kube(t, cluster.AdminConfig(i))
 }
 
 func dyn(t *testing.T, i int) dynamic.Interface {
 	t.Helper()
-	c, err := dynamic.NewForConfig(cluster.AdminConfig(i))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return planetest.Dynamic(t, cluster.AdminConfig(i))
 }
 
 // TestControllers runs the scenarios in order on one control plane; the

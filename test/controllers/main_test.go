@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package controllers runs a real kube-controller-manager's garbage
 // collector and namespace controller on a mixed-version control plane
 // (internal/localcluster): kube-apiserver v1.36.3 with policy/v1 turned off,
@@ -9,13 +23,11 @@
 package controllers
 
 import (
-	"fmt"
-	"os"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
-	"sigs.k8s.io/peerdiscovery/test/clustertest"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // The servers, by index.
@@ -32,32 +44,26 @@ var cluster *localcluster.Cluster
 var routing localcluster.Routing
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PEERDISCOVERY_E2E") != "1" {
-		fmt.Println("controller tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
-		os.Exit(m.Run())
-	}
-	var err error
-	if routing, err = localcluster.RoutingFromEnv(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	cfg := localcluster.Config{
-		Servers: []localcluster.ServerSpec{
-			{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=policy/v1=false"}},
-			{Version: "v1.37.2"},
+	planetest.Main(m, planetest.MainConfig{
+		Skipped:      "controller tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)",
+		StartTimeout: 20 * time.Minute,
+		Plane: func(r localcluster.Routing) (localcluster.Config, error) {
+			routing = r
+			cfg := localcluster.Config{
+				Servers: []localcluster.ServerSpec{
+					{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=policy/v1=false"}},
+					{Version: "v1.37.2"},
+				},
+				ControllerManager: localcluster.ControllerManagerSpec{
+					Server:      old,
+					Controllers: []string{"namespace-controller", "garbage-collector-controller", "serviceaccount-controller"},
+				},
+				ExtensionReplicas: 1,
+				SubnetOctet:       81,
+			}
+			return cfg, routing.Apply(&cfg)
 		},
-		ControllerManager: localcluster.ControllerManagerSpec{
-			Server:      old,
-			Controllers: []string{"namespace-controller", "garbage-collector-controller", "serviceaccount-controller"},
-		},
-		ExtensionReplicas: 1,
-		SubnetOctet:       81,
-	}
-	if err := routing.Apply(&cfg); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	clustertest.RunTests(m, 20*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
+	}, func(c *localcluster.Cluster) { cluster = c })
 }
 
 func needCluster(t *testing.T) {

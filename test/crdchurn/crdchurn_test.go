@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package crdchurn creates 1,000 CRDs in batches and deletes them again on a
 // real control plane (etcd, kube-apiserver v1.36.3 and v1.37.2 with the
 // filter, two peerdiscovery-apiserver replicas behind the APIService), and
@@ -11,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
@@ -25,11 +38,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	"k8s.io/utils/ptr"
 
-	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
-	"sigs.k8s.io/peerdiscovery/test/clustertest"
+	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 const (
@@ -41,31 +53,23 @@ const (
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	if os.Getenv("PEERDISCOVERY_SCALE_E2E") != "1" {
-		fmt.Println("the CRD churn test runs on demand: PEERDISCOVERY_SCALE_E2E=1 (hack/test-crd-churn.sh)")
-		os.Exit(m.Run())
-	}
-	clustertest.RunTests(m, 20*time.Minute, localcluster.Config{
-		Servers:           []localcluster.ServerSpec{{Version: "v1.36.3"}, {Version: "v1.37.2"}},
-		ExtensionReplicas: 2,
-		ControllerManager: localcluster.ControllerManagerSpec{Disabled: true},
-		SubnetOctet:       83,
+	planetest.Main(m, planetest.MainConfig{
+		Gate:         "PEERDISCOVERY_SCALE_E2E",
+		Skipped:      "the CRD churn test runs on demand: PEERDISCOVERY_SCALE_E2E=1 (hack/test-crd-churn.sh)",
+		StartTimeout: 20 * time.Minute,
+		Plane: func(localcluster.Routing) (localcluster.Config, error) {
+			return localcluster.Config{
+				Servers:           []localcluster.ServerSpec{{Version: "v1.36.3"}, {Version: "v1.37.2"}},
+				ExtensionReplicas: 2,
+				ControllerManager: localcluster.ControllerManagerSpec{Disabled: true},
+				SubnetOctet:       83,
+			}, nil
+		},
 	}, func(c *localcluster.Cluster) { cluster = c })
 }
 
 func crd(i int) *apiextensionsv1.CustomResourceDefinition {
-	plural := fmt.Sprintf("widgets%04d", i)
-	kind := fmt.Sprintf("Widget%04d", i)
-	return &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: plural + "." + group, Labels: map[string]string{"test": "crdchurn"}},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: plural, Singular: strings.ToLower(kind), Kind: kind, ListKind: kind + "List"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-					Type: "object", XPreserveUnknownFields: ptr.To(true)}}}},
-		},
-	}
+	return planetest.CRD(group, fmt.Sprintf("widgets%04d", i), fmt.Sprintf("Widget%04d", i), apiextensionsv1.NamespaceScoped, map[string]string{"test": "crdchurn"})
 }
 
 // scrape returns the named metrics' values (summed over label sets).

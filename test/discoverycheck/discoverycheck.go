@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package discoverycheck checks, on a real control plane, that a server with
 // the filter answers the legacy discovery endpoints and OpenAPI v3 for the
 // whole cluster: what the end-to-end suites of every release mix share.
@@ -7,7 +21,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
 	"strings"
@@ -20,58 +33,22 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
-	"sigs.k8s.io/peerdiscovery/pkg/discoveryclient"
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/pkg/discoveryclient"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
-const (
-	acceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-	// localView asks any server with the filter for its own answer.
-	localView = "X-Kubernetes-Peer-Proxied"
-)
-
-// Get does one GET with cfg's credentials.
-func Get(t testing.TB, cfg *rest.Config, path string, headers ...string) (int, http.Header, []byte) {
-	t.Helper()
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(cfg.Host, "/")+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, []byte(err.Error())
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
-}
+// localView asks any server with the filter for its own answer.
+const localView = "X-Kubernetes-Peer-Proxied"
 
 // aggregated reads /api and /apis in the aggregated form (nopeer: the
 // server's own view).
 func aggregated(t testing.TB, cfg *rest.Config, nopeer bool) []apidiscoveryv2.APIGroupDiscovery {
 	t.Helper()
-	accept := acceptAggregated
-	if nopeer {
-		accept += ";profile=nopeer"
-	}
 	var out []apidiscoveryv2.APIGroupDiscovery
 	for _, path := range []string{"/api", "/apis"} {
-		code, _, body := Get(t, cfg, path, "Accept", accept)
-		if code != http.StatusOK {
-			t.Fatalf("GET %s: %d %s", path, code, body)
-		}
-		var list apidiscoveryv2.APIGroupDiscoveryList
-		if err := json.Unmarshal(body, &list); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, list.Items...)
+		groups, _, _ := planetest.Aggregated(t, cfg, path, nopeer)
+		out = append(out, groups...)
 	}
 	return out
 }
@@ -153,7 +130,7 @@ func LegacyAndOpenAPI(t *testing.T, c *localcluster.Cluster, through int) Result
 	for _, gv := range gvs {
 		res.GroupVersions++
 		path := listPath(gv)
-		code, _, body := Get(t, cfg, path, "Accept", "application/json")
+		code, _, body := planetest.Get(t, cfg, path, "Accept", "application/json")
 		if code != http.StatusOK {
 			t.Errorf("GET %s through server %d: %d %s", path, through, code, body)
 			continue
@@ -187,7 +164,7 @@ func LegacyAndOpenAPI(t *testing.T, c *localcluster.Cluster, through int) Result
 		}
 		same := false
 		for _, i := range capable {
-			_, _, direct := Get(t, servers[i], path, "Accept", "application/json", localView, "true")
+			_, _, direct := planetest.Get(t, servers[i], path, "Accept", "application/json", localView, "true")
 			if bytes.Equal(direct, body) {
 				same = true
 				break
@@ -200,7 +177,7 @@ func LegacyAndOpenAPI(t *testing.T, c *localcluster.Cluster, through int) Result
 
 	// The legacy /apis: every group and version, merged order and
 	// preferred version.
-	code, _, body := Get(t, cfg, "/apis", "Accept", "application/json")
+	code, _, body := planetest.Get(t, cfg, "/apis", "Accept", "application/json")
 	var groups metav1.APIGroupList
 	if code != http.StatusOK || json.Unmarshal(body, &groups) != nil {
 		t.Fatalf("legacy /apis through server %d: %d %s", through, code, body)
@@ -298,7 +275,7 @@ type openAPIRoot struct {
 
 func readOpenAPIRoot(t *testing.T, cfg *rest.Config, headers ...string) openAPIRoot {
 	t.Helper()
-	code, _, body := Get(t, cfg, "/openapi/v3", headers...)
+	code, _, body := planetest.Get(t, cfg, "/openapi/v3", headers...)
 	var root openAPIRoot
 	if code != http.StatusOK || json.Unmarshal(body, &root) != nil {
 		t.Fatalf("/openapi/v3: %d %s", code, body)
@@ -334,7 +311,7 @@ func checkOpenAPI(t *testing.T, through int, servers []*rest.Config, gvs []schem
 		if !match {
 			t.Errorf("/openapi/v3 through server %d names %s for %s: no server serving it has that hash", through, entry.ServerRelativeURL, gv)
 		}
-		code, h, body := Get(t, servers[through], entry.ServerRelativeURL, "Accept", "application/json")
+		code, h, body := planetest.Get(t, servers[through], entry.ServerRelativeURL, "Accept", "application/json")
 		if code != http.StatusOK || !bytes.Contains(body, []byte(`"openapi"`)) {
 			t.Errorf("GET %s through server %d: %d %.200s", entry.ServerRelativeURL, through, code, body)
 		} else if !strings.Contains(h.Get("Cache-Control"), "immutable") {

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
@@ -17,6 +31,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // BenchmarkGetProxiedVsDirect measures a GET of one StorageVersionMigration
@@ -40,13 +55,11 @@ func BenchmarkGetProxiedVsDirect(b *testing.B) {
 		b.Skip("set PEERDISCOVERY_E2E=1")
 	}
 	ctx := context.Background()
-	d, err := dynForBench(new1)
-	if err != nil {
-		b.Fatal(err)
-	}
+	d := planetest.Dynamic(b, cluster.AdminConfig(new1)).Resource(svm)
 	if _, err := d.Create(ctx, newSVM("e2e-bench"), metav1.CreateOptions{}); err != nil {
 		b.Log(err)
 	}
+	b.Cleanup(func() { _ = d.Delete(context.Background(), "e2e-bench", metav1.DeleteOptions{}) })
 	path := svmPath + "/e2e-bench"
 	bare := startBareProxy(b, new1)
 	paths := []struct {
@@ -107,15 +120,15 @@ func BenchmarkGetProxiedVsDirect(b *testing.B) {
 // TestBareProxy checks the benchmark's floor proxy: a GET through it
 // returns what the server it fronts returns.
 func TestBareProxy(t *testing.T) {
-	needCluster(t)
+	readyPlane(t)
 	name := "e2e-bareproxy"
-	d := dyn(t, cluster.AdminConfig(new1)).Resource(svm)
+	d := planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm)
 	if _, err := d.Create(t.Context(), newSVM(name), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = d.Delete(context.Background(), name, metav1.DeleteOptions{}) })
-	codeDirect, _, direct := raw(t, cluster.AdminConfig(new1), http.MethodGet, svmPath+"/"+name, nil)
-	codeBare, _, viaBare := raw(t, startBareProxy(t, new1), http.MethodGet, svmPath+"/"+name, nil)
+	codeDirect, _, direct := planetest.Get(t, cluster.AdminConfig(new1), svmPath+"/"+name)
+	codeBare, _, viaBare := planetest.Get(t, startBareProxy(t, new1), svmPath+"/"+name)
 	if codeDirect != http.StatusOK || codeBare != http.StatusOK || string(direct) != string(viaBare) {
 		t.Fatalf("direct %d %s\nbare proxy %d %s", codeDirect, direct, codeBare, viaBare)
 	}

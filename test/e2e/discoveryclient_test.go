@@ -1,37 +1,41 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
-	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/restmapper"
 
 	"sigs.k8s.io/peerdiscovery/pkg/discoveryclient"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // TestDiscoveryClient: a client connected only to the v1.36.3 server sees,
 // maps and reads storagemigration.k8s.io/v1, which only the v1.37.2 servers
 // serve, through the merged view and the filter's proxying.
 func TestDiscoveryClient(t *testing.T) {
-	needCluster(t)
-	// TestControlPlane stops and starts servers: wait until all answer.
-	waitFor(t, 3*time.Minute, "every kube-apiserver healthy", func() error {
-		for i := range cluster.Servers() {
-			if code, _, body := raw(t, cluster.AdminConfig(i), http.MethodGet, "/readyz", nil); code != http.StatusOK {
-				return fmt.Errorf("server %d /readyz: %d %s", i, code, body)
-			}
-		}
-		return nil
-	})
+	readyPlane(t)
 	// Sanity: the old server does not serve the GV itself.
-	if own := gvrSet(ownAPIs(t)); own[svm] {
+	if own, _, _ := discovery(t, old, "/apis", true); planetest.GVRs(own)[svm] {
 		t.Fatalf("server %d serves %s itself; the test needs a skew", old, svm)
 	}
 
@@ -40,16 +44,16 @@ func TestDiscoveryClient(t *testing.T) {
 
 	// An object to read, created through a server that serves the GV.
 	name := "e2e-discoveryclient"
-	_ = dyn(t, cluster.AdminConfig(new1)).Resource(svm).Delete(ctx, name, metav1.DeleteOptions{})
-	waitFor(t, time.Minute, "creating a StorageVersionMigration on server 1", func() error {
-		_, err := dyn(t, cluster.AdminConfig(new1)).Resource(svm).Create(ctx, newSVM(name), metav1.CreateOptions{})
+	_ = planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).Delete(ctx, name, metav1.DeleteOptions{})
+	planetest.WaitFor(t, time.Minute, "creating a StorageVersionMigration on server 1", func() error {
+		_, err := planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).Create(ctx, newSVM(name), metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return fmt.Errorf("still being deleted: %w", err)
 		}
 		return err
 	})
 	t.Cleanup(func() {
-		_ = dyn(t, cluster.AdminConfig(new1)).Resource(svm).Delete(context.Background(), name, metav1.DeleteOptions{})
+		_ = planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 
 	cfg := cluster.AdminConfig(old)
@@ -59,7 +63,7 @@ func TestDiscoveryClient(t *testing.T) {
 	}
 	dc.Start(ctx)
 	// The merged view may be published a little after the servers are up.
-	waitFor(t, 2*time.Minute, "the merged view with "+svm.String(), func() error {
+	planetest.WaitFor(t, 2*time.Minute, "the merged view with "+svm.String(), func() error {
 		if err := dc.WaitForSync(ctx); err != nil {
 			return err
 		}
@@ -115,8 +119,8 @@ func TestDiscoveryClient(t *testing.T) {
 	}
 
 	// Read through the v1.36.3 server: the filter proxies to a v1.37.2 peer.
-	d := dyn(t, cfg)
-	waitFor(t, time.Minute, "reading StorageVersionMigrations through server 0", func() error {
+	d := planetest.Dynamic(t, cfg)
+	planetest.WaitFor(t, time.Minute, "reading StorageVersionMigrations through server 0", func() error {
 		list, err := d.Resource(m.Resource).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -131,9 +135,4 @@ func TestDiscoveryClient(t *testing.T) {
 	if _, err := d.Resource(m.Resource).Get(ctx, name, metav1.GetOptions{}); err != nil {
 		t.Fatalf("get %s through server %d: %v", name, old, err)
 	}
-}
-
-func ownAPIs(t *testing.T) []apidiscoveryv2.APIGroupDiscovery {
-	g, _, _ := discovery(t, old, "/apis", true)
-	return g
 }

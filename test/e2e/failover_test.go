@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
@@ -16,6 +30,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // The HTTP/2 health check of every client the e2e kube-apiservers make,
@@ -28,6 +44,9 @@ const (
 // attemptLabel marks each POST of the write-load tests with its own value:
 // a replay would create a second object with the same value.
 const attemptLabel = "peerdiscovery.k8s.io/e2e-attempt"
+
+// runLabel marks every object of one write load.
+const runLabel = "peerdiscovery.k8s.io/e2e-run"
 
 // outcome is one request of a load.
 type outcome struct {
@@ -57,8 +76,8 @@ func svmClient(t *testing.T, i int) *rest.RESTClient {
 // attempt label through c, with client-go retrying up to 3 times on a
 // Retry-After, as the issue's client does.
 func postSVM(c *rest.RESTClient, run string, attempt int) outcome {
-	body := fmt.Sprintf(`{"apiVersion":"storagemigration.k8s.io/v1","kind":"StorageVersionMigration","metadata":{"generateName":"pd-once-","labels":{%q:%q,"peerdiscovery.k8s.io/e2e-run":%q}},"spec":{"resource":{"group":"","resource":"configmaps"}}}`,
-		attemptLabel, strconv.Itoa(attempt), run)
+	body := fmt.Sprintf(`{"apiVersion":"storagemigration.k8s.io/v1","kind":"StorageVersionMigration","metadata":{"generateName":"pd-once-","labels":{%q:%q,%q:%q}},"spec":{"resource":{"group":"","resource":"configmaps"}}}`,
+		attemptLabel, strconv.Itoa(attempt), runLabel, run)
 	start := time.Now()
 	res := c.Post().Resource(svm.Resource).Body([]byte(body)).MaxRetries(3).Do(context.Background())
 	var code int
@@ -66,10 +85,29 @@ func postSVM(c *rest.RESTClient, run string, attempt int) outcome {
 	return outcome{code: code, took: time.Since(start), err: res.Error()}
 }
 
+// startWriteRun readies a write load through the old server named after
+// kind: it returns the peers' identities, the capable server the load goes
+// to first (the victim), and the run's label value. When the test ends, the
+// capable servers run again, then the run's objects are deleted.
+func startWriteRun(t *testing.T, kind string) (ids map[int]string, victim int, run string) {
+	t.Helper()
+	ids = readyPlane(t)
+	run = fmt.Sprintf("%s-%d", kind, time.Now().Unix())
+	t.Cleanup(func() { // registered first, so it runs last
+		err := planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).DeleteCollection(context.Background(), metav1.DeleteOptions{},
+			metav1.ListOptions{LabelSelector: runLabel + "=" + run})
+		if err != nil {
+			t.Errorf("deleting the objects of run %s: %v", run, err)
+		}
+	})
+	planetest.KeepServersRunning(t, cluster, new1, new2)
+	return ids, firstCandidate(t, ids), run
+}
+
 // countByAttempt lists the run's objects and counts them per attempt.
 func countByAttempt(t *testing.T, run string) map[string]int {
 	t.Helper()
-	list, err := dyn(t, cluster.AdminConfig(new1)).Resource(svm).List(context.Background(), metav1.ListOptions{LabelSelector: "peerdiscovery.k8s.io/e2e-run=" + run})
+	list, err := planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).List(context.Background(), metav1.ListOptions{LabelSelector: runLabel + "=" + run})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,14 +198,11 @@ func summarize(results []outcome) (codes map[int]int, maxTook time.Duration) {
 	return codes, maxTook
 }
 
-// testPostAtMostOnceWhileKilled: client-go POSTs (MaxRetries 3) through the
+// TestPostAtMostOnceWhileKilled: client-go POSTs (MaxRetries 3) through the
 // old server while the capable server they go to is killed: no POST
 // creates two objects.
-func testPostAtMostOnceWhileKilled(t *testing.T, ids map[int]string) {
-	waitReadyPeer(t, ids[new1])
-	waitReadyPeer(t, ids[new2])
-	victim := firstCandidate(t, ids)
-	run := fmt.Sprintf("killed-%d", time.Now().Unix())
+func TestPostAtMostOnceWhileKilled(t *testing.T) {
+	ids, victim, run := startWriteRun(t, "killed")
 	const total, workers = 300, 6
 	results := runWriteLoad(t, run, total, workers, 3*time.Minute, func(i int) {
 		if i == total/3 {
@@ -201,16 +236,34 @@ func testPostAtMostOnceWhileKilled(t *testing.T, ids map[int]string) {
 	waitReadyPeer(t, ids[victim])
 }
 
-// testFrozenCapableServer: the capable server the old server proxies to
+// TestFrozenCapableServer: the capable server the old server proxies to
 // is frozen (SIGSTOP) under a read and write load: every request answers
 // within the HTTP/2 health check's bound (ReadIdleTimeout + PingTimeout)
 // plus a margin for one TLS handshake timeout and scheduling, writes are
 // carried out at most once, and reads fail over.
-func testFrozenCapableServer(t *testing.T, ids map[int]string) {
-	waitReadyPeer(t, ids[new1])
-	waitReadyPeer(t, ids[new2])
-	victim := firstCandidate(t, ids)
-	run := fmt.Sprintf("frozen-%d", time.Now().Unix())
+func TestFrozenCapableServer(t *testing.T) {
+	ids, victim, run := startWriteRun(t, "frozen")
+	t.Cleanup(func() {
+		// SIGCONT to a running server does nothing; to one that does not
+		// run, it fails, which does not matter here.
+		_ = cluster.ThawAPIServer(victim)
+	})
+	// What is frozen is the old server's peer: the other clients of the
+	// control plane (the peerdiscovery-apiserver replicas, the controller
+	// manager) reach the kube-apiservers through the load balancer, and one
+	// whose connection ends on the frozen server stalls with it (the
+	// leading replica loses its lease, and routes go unavailable while
+	// another takes over). A restart of the victim first moves those
+	// connections to the other servers, as the kill of
+	// TestPostAtMostOnceWhileKilled did when the two ran in that order.
+	// The candidates' order is a hash of the identities: it stays.
+	if err := cluster.StopAPIServer(victim, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartAPIServer(victim); err != nil {
+		t.Fatal(err)
+	}
+	readyPlane(t)
 	const margin = 10 * time.Second
 	bound := http2ReadIdleTimeout + http2PingTimeout + margin
 

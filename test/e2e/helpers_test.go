@@ -1,125 +1,53 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"net"
+	"bytes"
 	"net/http"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
-	versioned "sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
-const acceptV2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = f(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func kube(t *testing.T, cfg *rest.Config) kubernetes.Interface {
-	t.Helper()
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
-func dyn(t *testing.T, cfg *rest.Config) dynamic.Interface {
-	t.Helper()
-	c, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
-
+// pd is a peerdiscovery.k8s.io client through kube-apiserver i.
 func pd(t *testing.T, i int) versioned.Interface {
 	t.Helper()
-	c, err := versioned.NewForConfig(cluster.AdminConfig(i))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return planetest.Client(t, cluster.AdminConfig(i))
 }
 
-// raw does one request with cfg's credentials and returns status, headers, body.
-func raw(t *testing.T, cfg *rest.Config, method, path string, body io.Reader, headers ...string) (int, http.Header, []byte) {
-	t.Helper()
-	client, err := rest.HTTPClientFor(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, err := http.NewRequest(method, strings.TrimSuffix(cfg.Host, "/")+path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Add(headers[i], headers[i+1])
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, nil, []byte(err.Error())
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header, b
-}
-
-// discovery fetches a server's /apis (or /api) aggregated document.
+// discovery fetches server i's /apis (or /api) aggregated document.
 func discovery(t *testing.T, i int, path string, nopeer bool) ([]apidiscoveryv2.APIGroupDiscovery, string, []byte) {
 	t.Helper()
-	accept := acceptV2
-	if nopeer {
-		accept += ";profile=nopeer"
-	}
-	code, h, body := raw(t, cluster.AdminConfig(i), http.MethodGet, path, nil, "Accept", accept)
-	if code != http.StatusOK {
-		t.Fatalf("server %d GET %s: %d %s", i, path, code, body)
-	}
-	var list apidiscoveryv2.APIGroupDiscoveryList
-	if err := json.Unmarshal(body, &list); err != nil {
-		t.Fatal(err)
-	}
-	return list.Items, h.Get("ETag"), body
+	return planetest.Aggregated(t, cluster.AdminConfig(i), path, nopeer)
 }
 
-func gvrSet(groups []apidiscoveryv2.APIGroupDiscovery) map[schema.GroupVersionResource]bool {
-	out := map[schema.GroupVersionResource]bool{}
-	for _, g := range groups {
-		for _, v := range g.Versions {
-			for _, r := range v.Resources {
-				out[schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}] = true
-			}
-		}
-	}
-	return out
+// review asks RouteReview through kube-apiserver i.
+func review(t *testing.T, i int, verb, path, source string) v1alpha1.RouteReviewStatus {
+	t.Helper()
+	return planetest.Review(t, cluster.AdminConfig(i), verb, path, source)
 }
 
 func sortedGVRs(s map[schema.GroupVersionResource]bool) []string {
@@ -131,81 +59,76 @@ func sortedGVRs(s map[schema.GroupVersionResource]bool) []string {
 	return out
 }
 
-// serverIDs maps server index → peer identity, from the APIServerPeers'
-// endpoints.
-func serverIDs(t *testing.T) map[int]string {
+// scrape reads a component's /metrics: samples by name, then by label set
+// as written (`a="x",b="y"`, "" for none).
+func scrape(t *testing.T, cfg *rest.Config) map[string]map[string]float64 {
 	t.Helper()
-	out := map[int]string{}
-	waitFor(t, 2*time.Minute, "every kube-apiserver known as a ready peer", func() error {
-		peers, err := pd(t, new1).PeerdiscoveryV1alpha1().APIServerPeers().List(context.Background(), metav1.ListOptions{})
+	code, _, body := planetest.Get(t, cfg, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("%s/metrics: %d", cfg.Host, code)
+	}
+	out := map[string]map[string]float64{}
+	for _, line := range strings.Split(string(body), "\n") {
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		series, value, ok := strings.Cut(line, " ")
+		if end := strings.LastIndex(line, "} "); end >= 0 {
+			series, value, ok = line[:end+1], line[end+2:], true
+		}
+		if !ok {
+			continue
+		}
+		name, labels, _ := strings.Cut(series, "{")
+		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
 		if err != nil {
-			return err
+			continue
 		}
-		for i, s := range cluster.Servers() {
-			for _, p := range peers.Items {
-				host, _, _ := net.SplitHostPort(p.Spec.Endpoint)
-				if host == s.IP && ready(&p) && hasSource(&p, v1alpha1.PeerSourceRegistrationLease) {
-					out[i] = p.Spec.ServerID
-				}
-			}
+		if out[name] == nil {
+			out[name] = map[string]float64{}
 		}
-		if len(out) != len(cluster.Servers()) {
-			return fmt.Errorf("ready peers by server: %v", out)
-		}
-		return nil
-	})
+		out[name][strings.TrimSuffix(labels, "}")] = v
+	}
 	return out
 }
 
-func hasSource(p *v1alpha1.APIServerPeer, src v1alpha1.PeerSource) bool {
-	for _, s := range p.Spec.Sources {
-		if s == src {
-			return true
-		}
-	}
-	return false
-}
-
-func ready(p *v1alpha1.APIServerPeer) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == v1alpha1.ConditionReady {
-			return c.Status == metav1.ConditionTrue
-		}
-	}
-	return false
-}
-
-var metricLine = regexp.MustCompile(`^apiserver_rerouted_request_total\{([^}]*)\} ([0-9.e+]+)$`)
-
-// rerouted sums apiserver_rerouted_request_total on server i for a resource.
-func rerouted(t *testing.T, i int, group, resource string) float64 {
+// sumMetric sums metric name on kube-apiserver i over the label sets that
+// contain every one of labels (`group="x"`).
+func sumMetric(t *testing.T, i int, name string, labels ...string) float64 {
 	t.Helper()
-	code, _, body := raw(t, cluster.AdminConfig(i), http.MethodGet, "/metrics", nil)
-	if code != http.StatusOK {
-		t.Fatalf("metrics of server %d: %d", i, code)
-	}
 	var sum float64
-	for _, line := range strings.Split(string(body), "\n") {
-		m := metricLine.FindStringSubmatch(line)
-		if m == nil {
-			continue
+	for set, v := range scrape(t, cluster.AdminConfig(i))[name] {
+		match := true
+		for _, l := range labels {
+			match = match && strings.Contains(set, l)
 		}
-		if !strings.Contains(m[1], `group="`+group+`"`) || !strings.Contains(m[1], `resource="`+resource+`"`) {
-			continue
+		if match {
+			sum += v
 		}
-		v, _ := strconv.ParseFloat(m[2], 64)
-		sum += v
 	}
 	return sum
 }
 
-func review(t *testing.T, i int, verb, path, source string) v1alpha1.RouteReviewStatus {
+// rerouted sums apiserver_rerouted_request_total on server i for a resource.
+func rerouted(t *testing.T, i int, group, resource string) float64 {
 	t.Helper()
-	r, err := pd(t, i).PeerdiscoveryV1alpha1().RouteReviews().Create(context.Background(), &v1alpha1.RouteReview{
-		Spec: v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: source},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("RouteReview %s %s from %s: %v", verb, path, source, err)
-	}
-	return r.Status
+	return sumMetric(t, i, "apiserver_rerouted_request_total", `group="`+group+`"`, `resource="`+resource+`"`)
+}
+
+// syncBuffer is a bytes.Buffer safe for a writer process and a reader test.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

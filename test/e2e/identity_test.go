@@ -1,13 +1,24 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -23,7 +34,40 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/filter"
 	"sigs.k8s.io/peerdiscovery/test/hostileheaders"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
+
+// TestSecurity: a user without the reader role is refused peerdiscovery.k8s.io
+// on every server, and identity or loop headers a client sends change
+// nothing: bob stays bob, through the proxy too, for reads and writes.
+func TestSecurity(t *testing.T) {
+	readyPlane(t)
+	ctx := context.Background()
+	for i := range cluster.Servers() {
+		_, err := planetest.Client(t, cluster.UserConfig(i, "nobody", nil)).PeerdiscoveryV1alpha1().PeerRoutingTables().List(ctx, metav1.ListOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Fatalf("server %d: user without the reader role: %v, want 403", i, err)
+		}
+	}
+	bob := cluster.UserConfig(old, "bob", nil)
+	for _, h := range [][]string{
+		nil,
+		{"X-Remote-User", "system:admin", "X-Remote-Group", "system:masters"},
+		{"X-Kubernetes-Peer-Proxied", "true"},
+		{"X-Remote-User", "system:admin", "X-Remote-Group", "system:masters", "X-Kubernetes-Peer-Proxied", "true"},
+	} {
+		code, _, body := planetest.Get(t, bob, svmPath, h...)
+		if code != http.StatusForbidden {
+			t.Fatalf("bob with headers %v: %d %s, want 403", h, code, body)
+		}
+	}
+	// Writes too: client identity headers never reach the peer.
+	code, _, body := planetest.Do(t, bob, http.MethodPost, svmPath, strings.NewReader(`{"apiVersion":"storagemigration.k8s.io/v1","kind":"StorageVersionMigration","metadata":{"name":"e2e-bob"},"spec":{"resource":{"group":"","resource":"configmaps"}}}`),
+		"Content-Type", "application/json", "X-Remote-User", "system:admin", "X-Remote-Group", "system:masters")
+	if code != http.StatusForbidden {
+		t.Fatalf("bob POST with forged identity headers: %d %s, want 403", code, body)
+	}
+}
 
 // identity is a service account whose token the identity test sends with
 // (a real authenticator: name, UID, groups and extra all set), and the one
@@ -37,16 +81,17 @@ type identity struct {
 
 const credentialIDKey = "authentication.kubernetes.io/credential-id"
 
-// testProxyHopIdentity: through v1.36.3 (which does not serve
+// TestProxyHopIdentity: through v1.36.3 (which does not serve
 // StorageVersionMigrations, so every request is proxied), over HTTP/1.1 and
 // HTTP/2, with every hostile header set, admission policies on the peers
 // that deny by username, by group, by UID and by an extra value deny every
 // time, the control identity is admitted, and the audit logs of the source
 // and the peer hold the same Audit-ID with the source's proxied-to
 // annotation.
-func testProxyHopIdentity(t *testing.T, ids map[int]string) {
+func TestProxyHopIdentity(t *testing.T) {
+	ids := readyPlane(t)
 	ctx := context.Background()
-	admin := kube(t, cluster.AdminConfig(new1))
+	admin := planetest.Kube(t, cluster.AdminConfig(new1))
 	idents := []*identity{
 		{ns: "pd-identity", name: "by-name", policy: "pd-deny-name"},
 		{ns: "pd-contractors", name: "by-group", policy: "pd-deny-group"},
@@ -81,7 +126,7 @@ func testProxyHopIdentity(t *testing.T, ids map[int]string) {
 	// The policies are in force on both capable servers before the table.
 	for _, i := range []int{new1, new2} {
 		for _, id := range idents {
-			waitFor(t, time.Minute, fmt.Sprintf("%s's policy on server %d", id.name, i), func() error {
+			planetest.WaitFor(t, time.Minute, fmt.Sprintf("%s's policy on server %d", id.name, i), func() error {
 				code, _, body := createSVM(t, cluster.Servers()[i].Endpoint, id.token, true, nil)
 				return expectOutcome(id, code, body)
 			})
@@ -126,7 +171,7 @@ func testProxyHopIdentity(t *testing.T, ids map[int]string) {
 
 	// The audit logs: the source's event names the peer it proxied to; that
 	// peer's event has the same Audit-ID and the identity.
-	waitFor(t, 30*time.Second, "audit events for every denied request", func() error {
+	planetest.WaitFor(t, 30*time.Second, "audit events for every denied request", func() error {
 		src := readAudit(t, cluster.AuditLogPath(old))
 		peers := map[string]map[string]auditEvent{}
 		for _, i := range []int{new1, new2} {
@@ -208,10 +253,32 @@ func createSVM(t *testing.T, endpoint, token string, http1 bool, extra http.Head
 
 // setUpIdentities creates the namespaces, service accounts, a role to
 // create StorageVersionMigrations, and a token per identity, and learns
-// each user as the API server sees it (SelfSubjectReview).
+// each user as the API server sees it (SelfSubjectReview). The test's
+// cleanup deletes them, and waits for the namespaces to be gone so that
+// the test can run again.
 func setUpIdentities(t *testing.T, admin kubernetes.Interface, idents []*identity) {
 	t.Helper()
 	ctx := context.Background()
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(ctx, "pd-identity-svm-creator", metav1.DeleteOptions{})
+		_ = admin.RbacV1().ClusterRoles().Delete(ctx, "pd-identity-svm-creator", metav1.DeleteOptions{})
+		namespaces := map[string]bool{}
+		for _, id := range idents {
+			namespaces[id.ns] = true
+		}
+		for ns := range namespaces {
+			_ = admin.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{})
+		}
+		for ns := range namespaces {
+			planetest.WaitFor(t, 2*time.Minute, "namespace "+ns+" deleted", func() error {
+				if _, err := admin.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("still there: %v", err)
+				}
+				return nil
+			})
+		}
+	})
 	ignoreExists := func(err error) {
 		t.Helper()
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -239,7 +306,7 @@ func setUpIdentities(t *testing.T, admin kubernetes.Interface, idents []*identit
 	ignoreExists(err)
 	for _, id := range idents {
 		var tr *authenticationv1.TokenRequest
-		waitFor(t, 30*time.Second, "a token for "+id.name, func() (err error) {
+		planetest.WaitFor(t, 30*time.Second, "a token for "+id.name, func() (err error) {
 			expiry := int64(3600)
 			tr, err = admin.CoreV1().ServiceAccounts(id.ns).CreateToken(ctx, id.name, &authenticationv1.TokenRequest{
 				Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &expiry},
@@ -248,7 +315,7 @@ func setUpIdentities(t *testing.T, admin kubernetes.Interface, idents []*identit
 		})
 		id.token = tr.Status.Token
 		cfg := &rest.Config{Host: cluster.Servers()[new1].Endpoint, BearerToken: id.token, TLSClientConfig: rest.TLSClientConfig{CAData: cluster.CACertPEM()}}
-		ssr, err := kube(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+		ssr, err := planetest.Kube(t, cfg).AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
 		if err != nil {
 			t.Fatalf("SelfSubjectReview as %s: %v", id.name, err)
 		}
@@ -293,46 +360,4 @@ func createDenyPolicy(t *testing.T, admin kubernetes.Interface, name, expr strin
 	if _, err := admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-}
-
-// auditEvent is the part of an audit.k8s.io/v1 Event the tests read.
-type auditEvent struct {
-	AuditID        string                    `json:"auditID"`
-	Verb           string                    `json:"verb"`
-	User           authenticationv1.UserInfo `json:"user"`
-	Annotations    map[string]string         `json:"annotations"`
-	ResponseStatus struct {
-		Code int32 `json:"code"`
-	} `json:"responseStatus"`
-	ObjectRef struct {
-		Resource string `json:"resource"`
-	} `json:"objectRef"`
-}
-
-// readAudit reads the ResponseComplete events on StorageVersionMigrations
-// of an audit log, by Audit-ID.
-func readAudit(t *testing.T, path string) map[string]auditEvent {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	out := map[string]auditEvent{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	for sc.Scan() {
-		if !strings.Contains(sc.Text(), `"storageversionmigrations"`) || !strings.Contains(sc.Text(), `"ResponseComplete"`) {
-			continue
-		}
-		var ev auditEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		out[ev.AuditID] = ev
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
 }

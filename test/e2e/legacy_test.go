@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
@@ -13,13 +27,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"sigs.k8s.io/peerdiscovery/test/discoverycheck"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
-// testLegacyDiscoveryAndOpenAPI: through v1.36.3 (certificates.k8s.io/v1
+// TestLegacyDiscoveryAndOpenAPI: through v1.36.3 (certificates.k8s.io/v1
 // off, storagemigration.k8s.io/v1 not served), every client sees the
 // cluster: the legacy discovery endpoints, OpenAPI v3 (kubectl explain,
 // strict validation), and the Python client's dynamic client.
-func testLegacyDiscoveryAndOpenAPI(t *testing.T, _ map[int]string) {
+func TestLegacyDiscoveryAndOpenAPI(t *testing.T) {
+	readyPlane(t)
 	res := discoverycheck.LegacyAndOpenAPI(t, cluster, old)
 	t.Logf("through v1.36.3: %d group-versions, %d answered by peers (%d with no single capable server), %d OpenAPI documents from peers",
 		res.GroupVersions, res.FromPeers, res.Split, res.OpenAPIFromPeers)
@@ -51,7 +67,7 @@ spec:
 		if err == nil || !strings.Contains(err.Error(), `unknown field "spec.notAField"`) {
 			t.Fatalf("want the unknown field rejected; got %v\n%s", err, out)
 		}
-		if _, err := dyn(t, cluster.AdminConfig(new1)).Resource(svm).Get(context.Background(), "strict-unknown-field", metav1.GetOptions{}); err == nil {
+		if _, err := planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).Get(context.Background(), "strict-unknown-field", metav1.GetOptions{}); err == nil {
 			t.Fatal("the rejected object was created")
 		}
 	})
@@ -59,11 +75,11 @@ spec:
 	t.Run("the Python client's dynamic client lists a v1.37-only resource", func(t *testing.T) {
 		python := pythonWithKubernetes(t)
 		name := fmt.Sprintf("python-%d", time.Now().UnixNano())
-		if _, err := dyn(t, cluster.AdminConfig(new1)).Resource(svm).Create(context.Background(), newSVM(name), metav1.CreateOptions{}); err != nil {
+		if _, err := planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).Create(context.Background(), newSVM(name), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		defer func() {
-			_ = dyn(t, cluster.AdminConfig(new1)).Resource(svm).Delete(context.Background(), name, metav1.DeleteOptions{})
+			_ = planetest.Dynamic(t, cluster.AdminConfig(new1)).Resource(svm).Delete(context.Background(), name, metav1.DeleteOptions{})
 		}()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
@@ -6,12 +20,13 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 const monitoringDir = "../../artifacts/monitoring/"
@@ -131,24 +146,22 @@ func TestMonitoringRules(t *testing.T) {
 // aggregator's, each peerdiscovery-apiserver replica for the engine's. On
 // this healthy plane, the gauges the alerts read must say so.
 func TestMonitoringMetrics(t *testing.T) {
-	needCluster(t)
+	readyPlane(t)
 	recorded := readMonitoring(t)
-	waitAllServersReady(t)
-	serverIDs(t)
 
 	// Counters appear with their first increment: a proxied LIST, and one
 	// whose deadline passes while proxying (type canceled). The filter
 	// answers 503 until its routing caches synced, which may be after the
 	// servers are ready.
-	waitFor(t, time.Minute, "a proxied LIST through the v1.36.3 server", func() error {
-		if code, _, body := raw(t, cluster.AdminConfig(old), http.MethodGet, svmPath, nil); code != http.StatusOK {
+	planetest.WaitFor(t, time.Minute, "a proxied LIST through the v1.36.3 server", func() error {
+		if code, _, body := planetest.Get(t, cluster.AdminConfig(old), svmPath); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)
 		}
 		return nil
 	})
-	waitFor(t, time.Minute, "a proxy error of type canceled on the v1.36.3 server", func() error {
-		_, _, _ = raw(t, cluster.AdminConfig(old), http.MethodGet, svmPath+"?timeout=1ms", nil)
-		if scrape(t, "kube-apiserver", old)["apiserver_peer_proxy_errors_total"] == nil {
+	planetest.WaitFor(t, time.Minute, "a proxy error of type canceled on the v1.36.3 server", func() error {
+		_, _, _ = planetest.Get(t, cluster.AdminConfig(old), svmPath+"?timeout=1ms")
+		if scrapeComponent(t, "kube-apiserver", old)["apiserver_peer_proxy_errors_total"] == nil {
 			return fmt.Errorf("not counted yet")
 		}
 		return nil
@@ -158,19 +171,19 @@ func TestMonitoringMetrics(t *testing.T) {
 		switch component {
 		case "kube-apiserver":
 			// The server that proxies has every one; the gauges are on all.
-			if scrape(t, component, old)[name] == nil {
+			if scrapeComponent(t, component, old)[name] == nil {
 				t.Errorf("%s is not on the v1.36.3 kube-apiserver's /metrics", name)
 			}
 			for i := range cluster.Servers() {
 				if strings.HasPrefix(name, "peerdiscovery_filter_") || strings.HasPrefix(name, "aggregator_") {
-					if scrape(t, component, i)[name] == nil {
+					if scrapeComponent(t, component, i)[name] == nil {
 						t.Errorf("%s is not on kube-apiserver %d's /metrics", name, i)
 					}
 				}
 			}
 		case "peerdiscovery-apiserver":
 			for i := range cluster.Extensions() {
-				if scrape(t, component, i)[name] == nil {
+				if scrapeComponent(t, component, i)[name] == nil {
 					t.Errorf("%s is not on peerdiscovery-apiserver replica %d's /metrics", name, i)
 				}
 			}
@@ -178,9 +191,9 @@ func TestMonitoringMetrics(t *testing.T) {
 	}
 
 	// A healthy plane fires none of the gauge alerts.
-	waitFor(t, 2*time.Minute, "the alerts' gauges to read healthy", func() error {
+	planetest.WaitFor(t, 2*time.Minute, "the alerts' gauges to read healthy", func() error {
 		for i := range cluster.Servers() {
-			m := scrape(t, "kube-apiserver", i)
+			m := scrapeComponent(t, "kube-apiserver", i)
 			for _, want := range []struct {
 				name, labels string
 				value        float64
@@ -195,7 +208,7 @@ func TestMonitoringMetrics(t *testing.T) {
 			}
 		}
 		for i := range cluster.Extensions() {
-			m := scrape(t, "peerdiscovery-apiserver", i)
+			m := scrapeComponent(t, "peerdiscovery-apiserver", i)
 			if v := m["peerdiscovery_peers"][`state="not_ready"`]; v != 0 {
 				return fmt.Errorf("replica %d: %v peers not ready", i, v)
 			}
@@ -211,39 +224,12 @@ func TestMonitoringMetrics(t *testing.T) {
 	})
 }
 
-// scrape reads one component's /metrics: samples by name, then by label
-// set as written (`a="x",b="y"`, "" for none).
-func scrape(t *testing.T, component string, i int) map[string]map[string]float64 {
+// scrapeComponent reads the /metrics of kube-apiserver i or of
+// peerdiscovery-apiserver replica i.
+func scrapeComponent(t *testing.T, component string, i int) map[string]map[string]float64 {
 	t.Helper()
-	cfg := cluster.AdminConfig(i)
 	if component == "peerdiscovery-apiserver" {
-		cfg = cluster.ExtensionConfig(i)
+		return scrape(t, cluster.ExtensionConfig(i))
 	}
-	code, _, body := raw(t, cfg, http.MethodGet, "/metrics", nil)
-	if code != http.StatusOK {
-		t.Fatalf("%s %d /metrics: %d", component, i, code)
-	}
-	out := map[string]map[string]float64{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		series, value, ok := strings.Cut(line, " ")
-		if end := strings.LastIndex(line, "} "); end >= 0 {
-			series, value, ok = line[:end+1], line[end+2:], true
-		}
-		if !ok {
-			continue
-		}
-		name, labels, _ := strings.Cut(series, "{")
-		v, err := strconv.ParseFloat(strings.Fields(value)[0], 64)
-		if err != nil {
-			continue
-		}
-		if out[name] == nil {
-			out[name] = map[string]float64{}
-		}
-		out[name][strings.TrimSuffix(labels, "}")] = v
-	}
-	return out
+	return scrape(t, cluster.AdminConfig(i))
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package e2e
 
 import (
@@ -5,6 +19,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +37,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/adminview"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 var (
@@ -72,9 +88,7 @@ func pluginJSON(t *testing.T, into any, args ...string) {
 // TestKubectlPlugin checks status, explain and drain on the real control
 // plane against the routing tables (and RouteReview) read with client-go.
 func TestKubectlPlugin(t *testing.T) {
-	needCluster(t)
-	waitAllServersReady(t)
-	ids := serverIDs(t)
+	ids := readyPlane(t)
 	servers := cluster.Servers()
 
 	tables, err := pd(t, new1).PeerdiscoveryV1alpha1().PeerRoutingTables().List(context.Background(), metav1.ListOptions{})
@@ -109,7 +123,7 @@ func TestKubectlPlugin(t *testing.T) {
 		}
 	}
 	if !skew["storagemigration.k8s.io/v1/storageversionmigrations"] || !onlyNew["certificates.k8s.io/v1/certificatesigningrequests"] {
-		t.Fatalf("the skew lacks the v1.37-only and the turned-off APIs: %v", keys(skew))
+		t.Fatalf("the skew lacks the v1.37-only and the turned-off APIs: %v", slices.Sorted(maps.Keys(skew)))
 	}
 
 	t.Run("status", func(t *testing.T) {
@@ -123,8 +137,8 @@ func TestKubectlPlugin(t *testing.T) {
 			for _, r := range st.Skew {
 				got[r.GVR] = true
 			}
-			if !mapsEqual(got, skew) {
-				t.Fatalf("status through %s: skew %v, tables %v", s.Name, keys(got), keys(skew))
+			if !maps.Equal(got, skew) {
+				t.Fatalf("status through %s: skew %v, tables %v", s.Name, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(skew)))
 			}
 			col := map[string]int{}
 			for c, srv := range st.Servers {
@@ -176,8 +190,8 @@ func TestKubectlPlugin(t *testing.T) {
 		var d adminview.Drain
 		// Both v1.37.2 servers: exactly what only they serve goes 503.
 		pluginJSON(t, &d, "drain", "v1.37.2")
-		if got := drainGVRs(d.Unavailable); !mapsEqual(got, onlyNew) || len(d.FailOver) != 0 || len(d.Drained) != 2 {
-			t.Errorf("drain v1.37.2: 503 for %v (want %v), fail over %v", keys(got), keys(onlyNew), d.FailOver)
+		if got := drainGVRs(d.Unavailable); !maps.Equal(got, onlyNew) || len(d.FailOver) != 0 || len(d.Drained) != 2 {
+			t.Errorf("drain v1.37.2: 503 for %v (want %v), fail over %v", slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(onlyNew)), d.FailOver)
 		}
 		for _, r := range d.Unavailable {
 			if len(r.Moves) != 1 || r.Moves[0].Server != ids[old] || r.Moves[0].To != "" {
@@ -186,13 +200,13 @@ func TestKubectlPlugin(t *testing.T) {
 		}
 		// The old server: nothing only it serves.
 		pluginJSON(t, &d, "drain", "v1.36.3")
-		if got := drainGVRs(d.Unavailable); !mapsEqual(got, onlyOld) || len(onlyOld) != 0 || len(d.FailOver) != 0 {
-			t.Errorf("drain v1.36.3: 503 for %v, fail over %v", keys(got), d.FailOver)
+		if got := drainGVRs(d.Unavailable); !maps.Equal(got, onlyOld) || len(onlyOld) != 0 || len(d.FailOver) != 0 {
+			t.Errorf("drain v1.36.3: 503 for %v, fail over %v", slices.Sorted(maps.Keys(got)), d.FailOver)
 		}
 		// One new server: what the old one proxies fails over to the other.
 		pluginJSON(t, &d, "drain", ids[new1])
-		if got := drainGVRs(d.FailOver); len(d.Unavailable) != 0 || !mapsEqual(got, onBothNew) {
-			t.Errorf("drain %s: 503 %v, fail over %v (want %v)", ids[new1], d.Unavailable, keys(got), keys(onBothNew))
+		if got := drainGVRs(d.FailOver); len(d.Unavailable) != 0 || !maps.Equal(got, onBothNew) {
+			t.Errorf("drain %s: 503 %v, fail over %v (want %v)", ids[new1], d.Unavailable, slices.Sorted(maps.Keys(got)), slices.Sorted(maps.Keys(onBothNew)))
 		}
 		for _, r := range d.FailOver {
 			if !slices.Equal(r.Moves, []adminview.Move{{Server: ids[old], To: ids[new2]}}) {
@@ -216,7 +230,7 @@ func TestKubectlPlugin(t *testing.T) {
 		}
 		// The built-in view role is enough (peerdiscovery-reader
 		// aggregates into it), RouteReview included.
-		admin := kube(t, cluster.AdminConfig(new1))
+		admin := planetest.Kube(t, cluster.AdminConfig(new1))
 		_, err = admin.RbacV1().ClusterRoleBindings().Create(context.Background(), &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "peerdiscovery-e2e-plugin-viewer"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "view"},
@@ -228,7 +242,7 @@ func TestKubectlPlugin(t *testing.T) {
 		t.Cleanup(func() {
 			_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), "peerdiscovery-e2e-plugin-viewer", metav1.DeleteOptions{})
 		})
-		waitFor(t, time.Minute, "a viewer runs the plugin", func() error {
+		planetest.WaitFor(t, time.Minute, "a viewer runs the plugin", func() error {
 			if _, err := plugin(t, "status", "--as", "peerdiscovery-e2e-viewer"); err != nil {
 				return err
 			}
@@ -245,5 +259,3 @@ func drainGVRs(rows []adminview.DrainRow) map[string]bool {
 	}
 	return out
 }
-
-func mapsEqual(a, b map[string]bool) bool { return fmt.Sprint(keys(a)) == fmt.Sprint(keys(b)) }

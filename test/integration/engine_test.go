@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package integration
 
 import (
@@ -12,18 +26,18 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
-	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
 )
 
 // latestView records what the engine publishes.
 type latestView struct {
 	mu   sync.Mutex
-	view registry.View
+	view compute.Output
 }
 
-func (l *latestView) Publish(v registry.View) error {
+func (l *latestView) Publish(v compute.Output) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.view = v
@@ -70,7 +84,11 @@ func TestEngineOnRealLeases(t *testing.T) {
 	opts.ScrapeTimeout = 2 * time.Second
 	opts.TombstonePeriod = 3 * time.Second
 	out := &latestView{}
-	eng, err := engine.New(opts, clients, cfg, out, nil, nil)
+	cc, err := engine.Config{Options: opts, Clients: clients, Publisher: out, RESTConfig: cfg}.Complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := cc.New()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package integration
 
 import (
@@ -20,7 +34,6 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/cmd/server"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	versioned "sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
-	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
 )
 
 // testServer is peerdiscovery-apiserver running in this process.
@@ -183,7 +196,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
 // view builds a published state: peers a (v1.37) and b (v1.36); every
 // resource of group "apps" is served by both, "resource.k8s.io/v1beta2" by
 // a only, plus n extra routing tables.
-func view(n int, bReady bool) registry.View {
+func view(n int, bReady bool) compute.Output {
 	res := func(name string, verbs ...string) apidiscoveryv2.APIResourceDiscovery {
 		return apidiscoveryv2.APIResourceDiscovery{Resource: name, Scope: apidiscoveryv2.ScopeNamespace, Verbs: verbs,
 			ResponseKind: &metav1.GroupVersionKind{Kind: name}}
@@ -216,5 +229,5 @@ func view(n int, bReady bool) registry.View {
 	if err != nil {
 		panic(err)
 	}
-	return registry.View{Peers: out.Peers, Discovery: out.Discovery, Routes: out.Routes}
+	return out
 }

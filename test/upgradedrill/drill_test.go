@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package upgradedrill
 
 import (
@@ -10,7 +24,7 @@ import (
 	"time"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
-	"sigs.k8s.io/peerdiscovery/test/clustertest"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 var (
@@ -24,25 +38,18 @@ var (
 // hack/upgrade-drill.sh's drill (about 4 minutes of workload); the default
 // is the short drill the end-to-end suite runs.
 func TestMain(m *testing.M) {
-	if os.Getenv("PEERDISCOVERY_E2E") != "1" {
-		fmt.Println("the upgrade drill needs real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)")
-		os.Exit(m.Run())
-	}
-	var err error
-	if routing, err = localcluster.RoutingFromEnv(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
 	plan, mode = ShortPlan(), "short"
 	if os.Getenv("PEERDISCOVERY_DRILL") == "full" {
 		plan, mode = FullPlan(), "full"
 	}
-	cfg, err := ClusterConfig(plan, routing, 86)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	clustertest.RunTests(m, 15*time.Minute, cfg, func(c *localcluster.Cluster) { cluster = c })
+	planetest.Main(m, planetest.MainConfig{
+		Skipped:      "the upgrade drill needs real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)",
+		StartTimeout: 15 * time.Minute,
+		Plane: func(r localcluster.Routing) (localcluster.Config, error) {
+			routing = r
+			return ClusterConfig(plan, routing, 86)
+		},
+	}, func(c *localcluster.Cluster) { cluster = c })
 }
 
 // TestUpgradeDrill rolls the three servers to the newer release and one

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package peerdiscovery
 
 import (
@@ -239,6 +253,15 @@ const (
 
 // RouteReview asks what the filter would do with a request, and why.
 // Like SubjectAccessReview it is create-only and never stored.
+//
+// The answer is the filter's own decision (routing.Decide) on the routing
+// tables and APIServerPeers of the last published view, for the request as
+// kube-apiserver parses it. What the filter decides from but the API does
+// not show is listed in status.assumptions: the source's sync state, its
+// live discovery (the review takes what peerdiscovery last read of it),
+// whether it runs the filter, and whether peers can be reached at request
+// time. An invalid spec or an unknown sourcePeer is 422 Invalid; no view
+// yet, or no peer known yet, is 503 with Retry-After.
 type RouteReview struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
@@ -250,14 +273,24 @@ type RouteReview struct {
 
 // RouteReviewSpec is the request to explain.
 type RouteReviewSpec struct {
-	// Verb is the HTTP method (GET, POST, ...) or the Kubernetes verb.
+	// Verb is a Kubernetes request verb (get, list, watch, create, update,
+	// patch, delete, deletecollection) or an HTTP method (GET, HEAD, POST,
+	// PUT, PATCH, DELETE). The filter routes every verb of a resource
+	// alike; the verb is checked, not decided on.
 	Verb string `json:"verb"`
-	// Path is the request path, e.g. /apis/apps/v1/namespaces/x/deployments.
+	// Path is the request path with an optional query, e.g.
+	// /apis/apps/v1/namespaces/x/deployments; at most 4096 bytes.
 	Path string `json:"path"`
-	// SourcePeer is the server ID that receives the request; empty means a
-	// server that serves nothing but what every peer serves.
+	// SourcePeer is the server ID (an APIServerPeer's spec.serverID) that
+	// receives the request; it must name a known peer. Empty means a server
+	// that serves nothing but what every peer serves.
 	// +optional
 	SourcePeer string `json:"sourcePeer,omitempty"`
+	// PeerProxied says the request carries X-Kubernetes-Peer-Proxied: true,
+	// as one a peer already proxied does: the filter serves it locally and
+	// never proxies it again.
+	// +optional
+	PeerProxied bool `json:"peerProxied,omitempty"`
 }
 
 // RouteReviewStatus is the answer.
@@ -269,8 +302,14 @@ type RouteReviewStatus struct {
 	// TargetEndpoint is Target's host:port.
 	// +optional
 	TargetEndpoint string `json:"targetEndpoint,omitempty"`
-	// Candidates are the peers serving the resource, in the order they
-	// would be tried.
+	// Candidates are the peers other than the source that the routing
+	// table lists for the resource, in the order the source's filter tries
+	// them (its preference order): for Proxy only the ready ones, exactly
+	// those tried; for Unavailable every one listed, with its state (none is
+	// tried: none is ready); for a cluster-wide resource (Local) every one
+	// listed (none is tried: every server serves it). Empty when no routing
+	// table was consulted (served by the source itself, a non-resource or
+	// an already proxied request, no table: NotFound).
 	// +listType=atomic
 	// +optional
 	Candidates []RoutingPeer `json:"candidates,omitempty"`
@@ -284,4 +323,15 @@ type RouteReviewStatus struct {
 	Resource string `json:"resource,omitempty"`
 	// Reason explains the decision.
 	Reason string `json:"reason"`
+	// Assumptions name the inputs of the filter's decision that the review
+	// cannot read from the API, each with what the review assumed instead:
+	// whether the source's filter has synced its routing state (before it
+	// has, within its sync grace period after start, a resource it does not
+	// serve gets 503), the source's own discovery (the review takes the
+	// GVRs the routing tables list it for, as last read by peerdiscovery),
+	// whether the source runs the filter at all, and whether a candidate
+	// can be reached at request time. The decision holds when they do.
+	// +listType=atomic
+	// +optional
+	Assumptions []string `json:"assumptions,omitempty"`
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package server holds the peerdiscovery-apiserver command: its options,
 // their validation and the Options -> Config -> Complete -> New -> Run flow.
 package server
@@ -86,7 +100,7 @@ func NewOptions() *Options {
 		RecommendedOptions: ro,
 		Logs:               logsapi.NewLoggingConfiguration(),
 		Engine:             engine.NewOptions(),
-		StaleAfter:         2 * time.Minute,
+		StaleAfter:         pdapiserver.DefaultStaleAfter,
 		LeaderElection: componentbaseconfig.LeaderElectionConfiguration{
 			LeaderElect:       true,
 			LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
@@ -260,7 +274,7 @@ routing tables (PeerRoutingTable), the peers (APIServerPeer) and RouteReview.`,
 			if err != nil {
 				return err
 			}
-			klog.InfoS("Starting peerdiscovery-apiserver", "version", baseversion.Get().GitVersion,
+			klog.FromContext(cmd.Context()).Info("Starting peerdiscovery-apiserver", "version", baseversion.Get().GitVersion,
 				"address", net.JoinHostPort(o.RecommendedOptions.SecureServing.BindAddress.String(), fmt.Sprint(o.RecommendedOptions.SecureServing.BindPort)))
 			return run(cmd.Context(), o, srv)
 		},

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 // Package memstore is the in-memory storage of the peerdiscovery extension
 // apiserver: a read-only-from-clients, watchable object store with real
 // Kubernetes list/watch semantics, without etcd. The state is derived from
@@ -7,7 +21,7 @@
 //
 // resourceVersions come from a Clock shared by all stores of the process:
 // epoch<<32 | counter. A following replica copies its leader's stores with
-// the same resourceVersions (Restore, Apply; see replica.go); a
+// the same resourceVersions (Clock.Restore, Clock.Apply); a
 // resourceVersion from another timeline is answered with 410 Gone, so an
 // informer whose history was lost relists.
 //

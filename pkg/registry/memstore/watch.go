@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package memstore
 
 import (
@@ -6,7 +20,6 @@ import (
 	"slices"
 	"sort"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,7 +27,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/storage"
 	"k8s.io/klog/v2"
 )
 
@@ -131,26 +143,26 @@ type delivery struct {
 }
 
 // current is the event's new object.
-func (d *delivery) current() runtime.Object {
-	d.curOnce.Do(func() { d.cur = d.s.readable(d.ev.cur.obj, 0) })
+func (d *delivery) current(ctx context.Context) runtime.Object {
+	d.curOnce.Do(func() { d.cur = d.s.readable(ctx, d.ev.cur.obj, 0) })
 	return d.cur
 }
 
 // deleted is the last content before the event, at the event's RV.
-func (d *delivery) deleted() runtime.Object {
-	d.delOnce.Do(func() { d.del = d.s.readable(d.ev.prev.obj, d.ev.rv) })
+func (d *delivery) deleted(ctx context.Context) runtime.Object {
+	d.delOnce.Do(func() { d.del = d.s.readable(ctx, d.ev.prev.obj, d.ev.rv) })
 	return d.del
 }
 
 // readable is a stored object as readers get it: decorated, at rv when
 // rv is not 0, wrapped so its encodings are cached. Only a changed or
 // decorated object is copied; the wrapper hands encoders a copy anyway.
-func (s *Store) readable(obj runtime.Object, rv uint64) runtime.Object {
+func (s *Store) readable(ctx context.Context, obj runtime.Object, rv uint64) runtime.Object {
 	if s.decorate != nil || rv != 0 {
 		obj = obj.DeepCopyObject()
 		if rv != 0 {
 			if err := versioner.UpdateObject(obj, rv); err != nil {
-				utilruntime.HandleError(fmt.Errorf("memstore %s: %w", s.resource, err))
+				utilruntime.HandleErrorWithContext(ctx, err, "memstore: setting the resourceVersion of an event object", "resource", s.resource.String())
 			}
 		}
 		if s.decorate != nil {
@@ -206,7 +218,8 @@ func (s *Store) terminateLocked(id uint64, w *watcher, over string, used int64) 
 	w.stopNow()
 	close(w.in)
 	terminatedWatchers.WithLabelValues(s.resource.String()).Inc()
-	klog.V(1).InfoS("memstore: ending a watcher that does not keep up", "resource", s.resource.String(), "watcher", id,
+	// The watch request's logger: the line names the client's request.
+	klog.FromContext(w.ctx).V(1).Info("memstore: ending a watcher that does not keep up", "resource", s.resource.String(), "watcher", id,
 		"over", over, "queued", used, "limitEntries", s.bufferSize, "limitBytes", s.bufferBytes)
 }
 
@@ -214,195 +227,4 @@ func (s *Store) forget(id uint64) {
 	s.mu.Lock()
 	delete(s.watchers, id)
 	s.mu.Unlock()
-}
-
-func (s *Store) bookmarkLoop() {
-	t := time.NewTicker(s.bookmarkTick)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.done:
-			return
-		case <-t.C:
-			s.sendBookmarks()
-			s.expireHistory()
-		}
-	}
-}
-
-// sendBookmarks queues a BOOKMARK at the clock's current RV for watchers
-// that allow them. Under the read lock no Replace of this store is in
-// flight, so every event of this store up to that RV is already queued
-// ahead of it. A full queue just skips the bookmark: bookmarks are
-// optional and must not end a watch.
-func (s *Store) sendBookmarks() {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var batch *queued
-	for _, w := range s.watchers {
-		if !w.bookmarks {
-			continue
-		}
-		if batch == nil {
-			batch = s.newQueued([]*event{{typ: watch.Bookmark, rv: s.clock.Current()}})
-			batch.bytes = 0
-		}
-		select {
-		case w.in <- batch:
-		default:
-		}
-	}
-}
-
-func (s *Store) bookmarkObject(rv uint64, initialEventsEnd bool) runtime.Object {
-	obj := s.newFunc()
-	if err := versioner.UpdateObject(obj, rv); err != nil {
-		utilruntime.HandleError(fmt.Errorf("memstore %s: bookmark: %w", s.resource, err))
-	}
-	if initialEventsEnd {
-		if err := storage.AnnotateInitialEventsEndBookmark(obj); err != nil {
-			utilruntime.HandleError(fmt.Errorf("memstore %s: bookmark: %w", s.resource, err))
-		}
-	}
-	return obj
-}
-
-type watcher struct {
-	s         *Store
-	id        uint64
-	pred      storage.SelectionPredicate
-	bookmarks bool
-
-	// in is written only under s.mu (dispatch under the write lock,
-	// bookmarks under the read lock) and closed only under the write lock
-	// when the watcher leaves the store's set. queuedBytes is the
-	// estimated size of what in holds.
-	in          chan *queued
-	queuedBytes atomic.Int64
-	result      chan watch.Event
-
-	stopCh   chan struct{}
-	stopOnce sync.Once
-	ctx      context.Context
-	cancel   context.CancelFunc
-
-	// What to send before the live queue; set before run starts.
-	snapshot []*entry
-	replay   []*event
-	endRV    uint64 // non-zero: initial-events-end bookmark at this RV
-}
-
-func (w *watcher) ResultChan() <-chan watch.Event { return w.result }
-
-func (w *watcher) Stop() { w.stopNow() }
-
-func (w *watcher) stopNow() { w.stopOnce.Do(func() { close(w.stopCh) }) }
-
-// endAfterQueue ends the watch after what it has queued (the caller holds
-// the store's write lock and removes it from the store's set).
-func (w *watcher) endAfterQueue() { close(w.in) }
-
-// drain drops what is still queued, once the watcher left the store's set
-// (nothing is sent to it any more): a watch value its consumer keeps must
-// not keep the events alive.
-func (w *watcher) drain() {
-	for {
-		select {
-		case _, ok := <-w.in:
-			if !ok {
-				return
-			}
-		default:
-			return
-		}
-	}
-}
-
-func (w *watcher) run() {
-	defer close(w.result)
-	defer w.cancel()
-	defer w.drain()
-	defer w.s.forget(w.id)
-
-	for _, e := range w.snapshot {
-		if matchEntry(&w.pred, e) {
-			if !w.send(watch.Event{Type: watch.Added, Object: w.s.readable(e.obj, 0)}) {
-				return
-			}
-		}
-	}
-	w.snapshot = nil
-	for _, ev := range w.replay {
-		if !w.deliver(&delivery{s: w.s, ev: ev}) {
-			return
-		}
-	}
-	w.replay = nil
-	if w.endRV != 0 {
-		if !w.send(watch.Event{Type: watch.Bookmark, Object: w.s.bookmarkObject(w.endRV, true)}) {
-			return
-		}
-	}
-	for {
-		select {
-		case q, ok := <-w.in:
-			if !ok {
-				return // ended; what was queued before was delivered
-			}
-			w.queuedBytes.Add(-q.bytes)
-			for _, d := range q.items {
-				if !w.deliver(d) {
-					return
-				}
-			}
-		case <-w.ctx.Done():
-			return
-		case <-w.stopCh:
-			return
-		}
-	}
-}
-
-// deliver converts a stored event for this watcher's selectors.
-func (w *watcher) deliver(d *delivery) bool {
-	ev := d.ev
-	if ev.typ == watch.Bookmark {
-		if !w.bookmarks {
-			return true
-		}
-		return w.send(watch.Event{Type: watch.Bookmark, Object: w.s.bookmarkObject(ev.rv, false)})
-	}
-	cur := ev.cur != nil && matchEntry(&w.pred, ev.cur)
-	prev := ev.prev != nil && matchEntry(&w.pred, ev.prev)
-	switch {
-	case cur && prev:
-		return w.send(watch.Event{Type: watch.Modified, Object: d.current()})
-	case cur:
-		return w.send(watch.Event{Type: watch.Added, Object: d.current()})
-	case prev:
-		// Deleted, or no longer matching: the last content the watcher was
-		// entitled to see, at the event's RV (as the watch cache does).
-		return w.send(watch.Event{Type: watch.Deleted, Object: d.deleted()})
-	}
-	return true
-}
-
-// send blocks until the consumer takes e or the watch ends; a stopped watch
-// never delivers another event even if the consumer is still reading.
-func (w *watcher) send(e watch.Event) bool {
-	select {
-	case <-w.stopCh:
-		return false
-	case <-w.ctx.Done():
-		return false
-	default:
-	}
-	select {
-	case w.result <- e:
-		return true
-	case <-w.stopCh:
-		return false
-	case <-w.ctx.Done():
-		return false
-	}
 }

@@ -1,69 +1,49 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package peerdiscovery
 
 import (
 	"fmt"
-	"strconv"
 
-	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	api "sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery"
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/fieldselector"
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
 
-// The field sets below must list exactly the labels accepted by the field
-// label conversions in pkg/apis/peerdiscovery/v1alpha1/fields.go.
+// The attribute functions build field sets from the same tables as the
+// field label conversions, so a selector the API accepts always matches.
+var (
+	routingTableAttrs = attrsFrom(v1alpha1.PeerRoutingTableFields)
+	peerAttrs         = attrsFrom(v1alpha1.APIServerPeerFields)
+	nameOnlyAttrs     = attrsFrom(v1alpha1.PeerAggregatedDiscoveryFields)
+)
 
-func routingTableAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	t, ok := obj.(*api.PeerRoutingTable)
-	if !ok {
-		return nil, nil, fmt.Errorf("not a PeerRoutingTable: %T", obj)
-	}
-	return t.Labels, fields.Set{
-		"metadata.name":      t.Name,
-		"spec.group":         t.Spec.Group,
-		"spec.version":       t.Spec.Version,
-		"spec.resource":      t.Spec.Resource,
-		"spec.scope":         string(t.Spec.Scope),
-		"status.servedByAll": strconv.FormatBool(t.Status.ServedByAll),
-		"status.clusterWide": strconv.FormatBool(t.Status.ClusterWide),
-	}, nil
-}
-
-func peerAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	p, ok := obj.(*api.APIServerPeer)
-	if !ok {
-		return nil, nil, fmt.Errorf("not an APIServerPeer: %T", obj)
-	}
-	return p.Labels, fields.Set{
-		"metadata.name":      p.Name,
-		"spec.serverID":      p.Spec.ServerID,
-		"spec.binaryVersion": p.Spec.BinaryVersion,
-		"status.ready":       strconv.FormatBool(PeerReady(p)),
-	}, nil
-}
-
-func nameOnlyAttrs(obj runtime.Object) (labels.Set, fields.Set, error) {
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return nil, nil, err
-	}
-	return m.GetLabels(), fields.Set{"metadata.name": m.GetName()}, nil
-}
-
-// PeerReady reports whether the peer's Ready condition is True.
-func PeerReady(p *api.APIServerPeer) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == api.ConditionReady {
-			return c.Status == "True"
+// attrsFrom is the storage attribute function of the internal kind T.
+func attrsFrom[T any, P interface {
+	*T
+	metav1.Object
+}](selectable fieldselector.Table[T]) func(runtime.Object) (labels.Set, fields.Set, error) {
+	return func(obj runtime.Object) (labels.Set, fields.Set, error) {
+		o, ok := obj.(P)
+		if !ok {
+			return nil, nil, fmt.Errorf("not a %T: %T", P(nil), obj)
 		}
+		return o.GetLabels(), selectable.Set((*T)(o)), nil
 	}
-	return false
-}
-
-// PeerRoutable reports whether requests may be proxied to the peer: ready
-// and not departed (the rule routing.PeerFromObject applies).
-func PeerRoutable(p *api.APIServerPeer) bool {
-	return PeerReady(p) && p.Status.LeftTime == nil
 }

@@ -1,7 +1,23 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package peerdiscovery
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +30,10 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
+
+// reviewRetryAfterSeconds is the Retry-After of a review that has no
+// routing state to answer from yet: client-go retries a 503 that carries it.
+const reviewRetryAfterSeconds = 5
 
 // routeReviewREST answers RouteReviews, like SubjectAccessReview: create
 // only, nothing stored, the answer in status. It is in no category: `kubectl
@@ -33,29 +53,46 @@ func (r *routeReviewREST) Destroy()                {}
 func (r *routeReviewREST) NamespaceScoped() bool   { return false }
 func (r *routeReviewREST) GetSingularName() string { return "routereview" }
 
+// Create decides the review. An invalid spec, or a sourcePeer no
+// APIServerPeer has, is 422 Invalid; no routing state to decide from is
+// 503 with Retry-After.
 func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, createValidation rest.ValidateObjectFunc, _ *metav1.CreateOptions) (runtime.Object, error) {
 	review, ok := obj.(*api.RouteReview)
 	if !ok {
 		return nil, apierrors.NewBadRequest("not a RouteReview")
 	}
-	if errs := validateRouteReview(review); len(errs) > 0 {
-		return nil, apierrors.NewInvalid(api.Kind("RouteReview"), review.Name, errs)
+	errs := validateRouteReviewSpec(&review.Spec)
+	table, peers, unavailable := r.inputs(ctx)
+	var source *v1alpha1.APIServerPeer
+	if unavailable == "" && review.Spec.SourcePeer != "" && len(errs) == 0 {
+		var notFound *field.Error
+		if source, notFound = findSource(peers, review.Spec.SourcePeer); notFound != nil {
+			errs = append(errs, notFound)
+		}
+	}
+	// A spec that is invalid whatever the state is rejected even without
+	// state: retrying it would not help.
+	if len(errs) > 0 {
+		// The name is the client's too (a review is never stored, so nothing
+		// else checks it): bounded like the values.
+		return nil, apierrors.NewInvalid(api.Kind("RouteReview"), echo(review.Name), errs)
+	}
+	if unavailable != "" {
+		return nil, serviceUnavailable("RouteReview cannot be decided yet: " + unavailable)
 	}
 	if createValidation != nil {
 		if err := createValidation(ctx, obj.DeepCopyObject()); err != nil {
 			return nil, err
 		}
 	}
-	table, published := r.view.RoutingTable()
-	if !published {
-		return nil, apierrors.NewServiceUnavailable("no routing view computed yet")
+	var spec v1alpha1.RouteReviewSpec
+	if err := v1alpha1.Convert_peerdiscovery_RouteReviewSpec_To_v1alpha1_RouteReviewSpec(&review.Spec, &spec, nil); err != nil {
+		return nil, apierrors.NewInternalError(err)
 	}
-	status, err := routing.Review(table, v1alpha1.RouteReviewSpec{
-		Verb: review.Spec.Verb, Path: review.Spec.Path, SourcePeer: review.Spec.SourcePeer,
-	})
+	status, err := routing.Review(table, spec, source)
 	if err != nil {
-		return nil, apierrors.NewInvalid(api.Kind("RouteReview"), review.Name,
-			field.ErrorList{field.Invalid(field.NewPath("spec", "path"), review.Spec.Path, err.Error())})
+		// Validated above: a parse failure here is a bug.
+		return nil, apierrors.NewInternalError(err)
 	}
 	out := review.DeepCopy()
 	if err := v1alpha1.Convert_v1alpha1_RouteReviewStatus_To_peerdiscovery_RouteReviewStatus(&status, &out.Status, nil); err != nil {
@@ -64,14 +101,55 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 	return out, nil
 }
 
-func validateRouteReview(r *api.RouteReview) field.ErrorList {
-	var errs field.ErrorList
-	spec := field.NewPath("spec")
-	if r.Spec.Verb == "" {
-		errs = append(errs, field.Required(spec.Child("verb"), "an HTTP method or a Kubernetes verb"))
+// inputs returns the routing table and the APIServerPeers (sorted by
+// server ID) to decide on, or why there are none.
+func (r *routeReviewREST) inputs(ctx context.Context) (*routing.Table, []v1alpha1.APIServerPeer, string) {
+	table, published := r.view.RoutingTable()
+	if !published {
+		if r.view.Leading() {
+			return nil, nil, "no routing view computed yet (the peer engine has not published one since this server started)"
+		}
+		return nil, nil, "no routing state received from the leader yet"
 	}
-	if !strings.HasPrefix(r.Spec.Path, "/") {
-		errs = append(errs, field.Invalid(spec.Child("path"), r.Spec.Path, "must be an absolute request path, e.g. /apis/apps/v1/deployments"))
+	l, err := r.view.peers.List(ctx, nil)
+	if err != nil {
+		return nil, nil, "the APIServerPeers cannot be read: " + err.Error()
 	}
-	return errs
+	items := l.(*api.APIServerPeerList).Items
+	if len(items) == 0 {
+		return nil, nil, "peerdiscovery knows no kube-apiserver yet"
+	}
+	peers := make([]v1alpha1.APIServerPeer, len(items))
+	for i := range items {
+		if err := v1alpha1.Convert_peerdiscovery_APIServerPeer_To_v1alpha1_APIServerPeer(&items[i], &peers[i], nil); err != nil {
+			return nil, nil, err.Error()
+		}
+	}
+	slices.SortFunc(peers, func(a, b v1alpha1.APIServerPeer) int { return strings.Compare(a.Spec.ServerID, b.Spec.ServerID) })
+	return table, peers, ""
+}
+
+// serviceUnavailable is a 503 with Retry-After.
+func serviceUnavailable(msg string) error {
+	err := apierrors.NewServiceUnavailable(msg)
+	err.ErrStatus.Details = &metav1.StatusDetails{RetryAfterSeconds: reviewRetryAfterSeconds}
+	return err
+}
+
+// findSource returns the peer whose server ID is id, or an Invalid error
+// naming at most maxNamedPeers of the known ones.
+func findSource(peers []v1alpha1.APIServerPeer, id string) (*v1alpha1.APIServerPeer, *field.Error) {
+	i := slices.IndexFunc(peers, func(p v1alpha1.APIServerPeer) bool { return p.Spec.ServerID == id })
+	if i >= 0 {
+		return &peers[i], nil
+	}
+	ids := make([]string, 0, min(len(peers), maxNamedPeers))
+	for _, p := range peers[:min(len(peers), maxNamedPeers)] {
+		ids = append(ids, p.Spec.ServerID)
+	}
+	known := strings.Join(ids, ", ")
+	if more := len(peers) - len(ids); more > 0 {
+		known += fmt.Sprintf(" and %d more", more)
+	}
+	return nil, field.Invalid(sourcePeerPath, echo(id), "no APIServerPeer has this serverID; known: "+known)
 }

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package peerdiscovery
 
 import (
@@ -22,6 +36,18 @@ type rowFunc func(obj runtime.Object, age string) ([]interface{}, error)
 type tableConvertor struct {
 	columns []metav1.TableColumnDefinition
 	row     rowFunc
+}
+
+// tableOf is the tableConvertor of kind T: row gives the cells after Name
+// of one T.
+func tableOf[T runtime.Object](columns []metav1.TableColumnDefinition, row func(obj T, age string) []interface{}) tableConvertor {
+	return tableConvertor{columns: columns, row: func(obj runtime.Object, age string) ([]interface{}, error) {
+		o, ok := obj.(T)
+		if !ok {
+			return nil, fmt.Errorf("not a %T: %T", *new(T), obj)
+		}
+		return row(o, age), nil
+	}}
 }
 
 var _ rest.TableConvertor = tableConvertor{}
@@ -72,8 +98,8 @@ func groupDisplay(g string) string {
 	return g
 }
 
-var routingTableTable = tableConvertor{
-	columns: []metav1.TableColumnDefinition{
+var routingTableTable = tableOf(
+	[]metav1.TableColumnDefinition{
 		nameCol(),
 		col("Group", "string", "API group (core for the legacy group).", 0),
 		col("Version", "string", "API version.", 0),
@@ -84,11 +110,7 @@ var routingTableTable = tableConvertor{
 		ageCol(),
 		col("Peers", "string", "Peers serving it (* marks ready).", 1),
 	},
-	row: func(obj runtime.Object, age string) ([]interface{}, error) {
-		t, ok := obj.(*api.PeerRoutingTable)
-		if !ok {
-			return nil, fmt.Errorf("not a PeerRoutingTable: %T", obj)
-		}
+	func(t *api.PeerRoutingTable, age string) []interface{} {
 		peers := make([]string, 0, len(t.Status.Peers))
 		for _, p := range t.Status.Peers {
 			if p.Ready {
@@ -101,12 +123,12 @@ var routingTableTable = tableConvertor{
 			groupDisplay(t.Spec.Group), t.Spec.Version, t.Spec.Resource,
 			fmt.Sprintf("%d/%d", t.Status.ReadyPeers, t.Status.TotalPeers),
 			t.Status.ServedByAll, t.Status.ClusterWide, age, strings.Join(peers, ","),
-		}, nil
+		}
 	},
-}
+)
 
-var peerTable = tableConvertor{
-	columns: []metav1.TableColumnDefinition{
+var peerTable = tableOf(
+	[]metav1.TableColumnDefinition{
 		nameCol(),
 		col("Endpoint", "string", "host:port peers use to reach it.", 0),
 		col("Version", "string", "Binary version.", 0),
@@ -117,11 +139,7 @@ var peerTable = tableConvertor{
 		col("Sources", "string", "Where it was learned from.", 1),
 		col("Reason", "string", "Reason of the Ready condition.", 1),
 	},
-	row: func(obj runtime.Object, age string) ([]interface{}, error) {
-		p, ok := obj.(*api.APIServerPeer)
-		if !ok {
-			return nil, fmt.Errorf("not an APIServerPeer: %T", obj)
-		}
+	func(p *api.APIServerPeer, age string) []interface{} {
 		ready, reason := "Unknown", ""
 		for _, c := range p.Status.Conditions {
 			if c.Type == api.ConditionReady {
@@ -139,23 +157,19 @@ var peerTable = tableConvertor{
 		return []interface{}{
 			p.Spec.Endpoint, p.Spec.BinaryVersion, ready, int64(p.Status.ResourceCount),
 			lastSync, age, strings.Join(sources, ","), reason,
-		}, nil
+		}
 	},
-}
+)
 
-var discoveryTable = tableConvertor{
-	columns: []metav1.TableColumnDefinition{
+var discoveryTable = tableOf(
+	[]metav1.TableColumnDefinition{
 		nameCol(),
 		col("Groups", "integer", "Groups in the merged /api and /apis.", 0),
 		col("Peers", "integer", "Peers merged.", 0),
 		col("ETag", "string", "Start of the /apis ETag.", 0),
 		ageCol(),
 	},
-	row: func(obj runtime.Object, age string) ([]interface{}, error) {
-		d, ok := obj.(*api.PeerAggregatedDiscovery)
-		if !ok {
-			return nil, fmt.Errorf("not a PeerAggregatedDiscovery: %T", obj)
-		}
+	func(d *api.PeerAggregatedDiscovery, age string) []interface{} {
 		etag := d.Status.APIs.ETag
 		if len(etag) > 12 {
 			etag = etag[:12]
@@ -163,6 +177,6 @@ var discoveryTable = tableConvertor{
 		return []interface{}{
 			int64(len(d.Status.API.Items) + len(d.Status.APIs.Items)),
 			int64(len(d.Status.Sources)), etag, age,
-		}, nil
+		}
 	},
-}
+)

@@ -1,3 +1,17 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package peerdiscovery
 
 import (
@@ -8,6 +22,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/apiserver/pkg/server/healthz"
@@ -15,25 +30,10 @@ import (
 
 	api "sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/registry/memstore"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
-
-// View is one complete computed state of the control plane, as the peer
-// engine hands it over. Publishing a View replaces everything before it.
-type View struct {
-	Peers     []v1alpha1.APIServerPeer
-	Discovery *v1alpha1.PeerAggregatedDiscovery
-	Routes    []v1alpha1.PeerRoutingTable
-}
-
-// Publisher is the one narrow interface the peer engine calls. The engine
-// publishes after every recomputation and at least once per refresh
-// interval, even when nothing changed: that heartbeat is what keeps the
-// server ready.
-type Publisher interface {
-	Publish(View) error
-}
 
 // ViewStore owns the in-memory stores of the three computed resources, all
 // on one resourceVersion clock, and knows how fresh its content is.
@@ -56,7 +56,7 @@ type ViewStore struct {
 	tableRV uint64
 	// pending is the engine's latest view while this replica follows: it
 	// is published the moment the replica leads.
-	pending *View
+	pending *compute.Output
 
 	// routable caches which peers are ready proxy targets, by server ID,
 	// as of the peers store at routableRV: routing tables are completed
@@ -65,8 +65,6 @@ type ViewStore struct {
 	routable   map[string]bool
 	routableRV uint64
 }
-
-var _ Publisher = &ViewStore{}
 
 // NewViewStore makes empty stores. A view older than staleAfter makes the
 // server unready. A standby store (one replica of several) publishes only
@@ -80,7 +78,7 @@ func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock, standby bool
 	registerMetrics()
 	v := &ViewStore{clock: clk, staleAfter: staleAfter, rvClock: rvClock}
 	v.peers = memstore.New(memstore.Config{
-		Resource: api.Resource("apiserverpeers"), Clock: rvClock, AttrFunc: peerAttrs,
+		Resource: peersResource, Clock: rvClock, AttrFunc: peerAttrs,
 		NewFunc: func() runtime.Object { return &api.APIServerPeer{} }, NewListFunc: func() runtime.Object { return &api.APIServerPeerList{} },
 	})
 	v.discovery = memstore.New(memstore.Config{
@@ -94,10 +92,11 @@ func NewViewStore(staleAfter time.Duration, clk clock.PassiveClock, standby bool
 	return v
 }
 
-// Publish converts the view to internal objects and replaces each store's
-// content; the stores emit watch events for what changed. While this
-// replica follows, the view is only kept for when it leads.
-func (v *ViewStore) Publish(view View) error {
+// Publish implements the peer engine's Publisher: it converts one complete
+// computed state of the control plane to internal objects and replaces each
+// store's content; the stores emit watch events for what changed. While
+// this replica follows, the view is only kept for when it leads.
+func (v *ViewStore) Publish(view compute.Output) error {
 	if !v.rvClock.Leading() {
 		v.mu.Lock()
 		v.pending = &view
@@ -107,7 +106,7 @@ func (v *ViewStore) Publish(view View) error {
 	return v.publish(view)
 }
 
-func (v *ViewStore) publish(view View) error {
+func (v *ViewStore) publish(view compute.Output) error {
 	peers := make([]runtime.Object, 0, len(view.Peers))
 	for i := range view.Peers {
 		out := &api.APIServerPeer{}
@@ -306,7 +305,7 @@ func (v *ViewStore) routablePeers() map[string]bool {
 	items := l.(*api.APIServerPeerList).Items
 	m := make(map[string]bool, len(items))
 	for i := range items {
-		m[items[i].Spec.ServerID] = PeerRoutable(&items[i])
+		m[items[i].Spec.ServerID] = v1alpha1.PeerStatusReady(items[i].Status.Conditions, items[i].Status.LeftTime)
 	}
 	v.routable, v.routableRV = m, rv
 	return m
@@ -341,6 +340,17 @@ func (v *ViewStore) Stop() {
 	v.discovery.Stop()
 	v.routes.Stop()
 }
+
+// PeerUID is the UID the APIServerPeer of this name has in the store (the
+// same on every replica): the peer engine's Events name it, so that
+// kubectl describe finds them.
+func (v *ViewStore) PeerUID(name string) types.UID {
+	return memstore.UID(peersResource, name)
+}
+
+// peersResource is the resource APIServerPeers are stored under; their UID
+// derives from it and the name.
+var peersResource = api.Resource("apiserverpeers")
 
 // Storage returns the REST storage of the group's v1alpha1 resources.
 func (v *ViewStore) Storage() map[string]rest.Storage {

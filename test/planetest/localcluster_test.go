@@ -1,4 +1,18 @@
-package clustertest
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package planetest
 
 import (
 	"context"
@@ -136,49 +150,37 @@ func TestLocalCluster(t *testing.T) {
 	// down past its leader renew deadline (10 s), kube-controller-manager
 	// exits, and the harness restarts it as a kubelet would.
 	t.Run("restart", func(t *testing.T) {
-		if err := c.StopAPIServer(0, syscall.SIGTERM); err != nil {
-			t.Fatalf("StopAPIServer(0): %v", err)
+		// must fails the test at once: the later steps build on this one.
+		must := func(what string, err error) {
+			t.Helper()
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
+			}
 		}
+		check := func(what string, err error) {
+			t.Helper()
+			if err != nil {
+				t.Errorf("%s: %v", what, err)
+			}
+		}
+		must("StopAPIServer(0)", c.StopAPIServer(0, syscall.SIGTERM))
 		wctx, wcancel := context.WithTimeout(ctx, 2*time.Minute)
 		defer wcancel()
-		if err := c.WaitExtensionAvailable(wctx); err != nil {
-			t.Errorf("with kube-apiserver 0 stopped: %v", err)
-		}
+		check("with kube-apiserver 0 stopped", c.WaitExtensionAvailable(wctx))
 		for deadline := time.Now().Add(40 * time.Second); len(c.ControllerManagerRestarts()) == 0; time.Sleep(250 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("kube-controller-manager was not restarted within 40s of losing its only kube-apiserver (log: %s)", c.ControllerManagerLogPath())
 			}
 		}
 		t.Logf("kube-controller-manager restarted: %s", c.ControllerManagerRestarts()[0])
-		if err := c.StartAPIServer(0); err != nil {
-			t.Fatalf("StartAPIServer(0): %v", err)
-		}
-		if err := c.StopExtension(0); err != nil {
-			t.Fatalf("StopExtension(0): %v", err)
-		}
-		if err := c.WaitExtensionAvailable(wctx); err != nil {
-			t.Errorf("with replica 0 stopped: %v", err)
-		}
-		if err := c.StopAPIServer(1, syscall.SIGKILL); err != nil {
-			t.Fatalf("StopAPIServer(1, SIGKILL): %v", err)
-		}
-		if err := c.StartAPIServer(1); err != nil {
-			t.Fatalf("StartAPIServer(1): %v", err)
-		}
-		if err := c.StartExtension(0); err != nil {
-			t.Fatalf("StartExtension(0): %v", err)
-		}
-		if err := c.WaitExtensionAvailable(wctx); err != nil {
-			t.Errorf("after the restarts: %v", err)
-		}
-		if err := c.WaitControllerManager(wctx); err != nil {
-			t.Errorf("kube-controller-manager after the restarts: %v", err)
-		}
-		if err := c.Health(); err != nil {
-			t.Errorf("Health: %v", err)
-		}
+		must("StartAPIServer(0)", c.StartAPIServer(0))
+		must("StopExtension(0)", c.StopExtension(0))
+		check("with replica 0 stopped", c.WaitExtensionAvailable(wctx))
+		must("StopAPIServer(1, SIGKILL)", c.StopAPIServer(1, syscall.SIGKILL))
+		must("StartAPIServer(1)", c.StartAPIServer(1))
+		must("StartExtension(0)", c.StartExtension(0))
+		check("after the restarts", c.WaitExtensionAvailable(wctx))
+		check("kube-controller-manager after the restarts", c.WaitControllerManager(wctx))
+		check("Health", c.Health())
 	})
 }
-
-// TestPKI checks the generated certificates chain to their CAs with the
-// names the components verify.

@@ -1,28 +1,34 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
 package localcluster
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	discoveryv1ac "k8s.io/client-go/applyconfigurations/discovery/v1"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -31,114 +37,6 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 )
-
-// What artifacts/deploy/base/ declares.
-const (
-	// APIServiceName is the APIService of peerdiscovery.k8s.io.
-	APIServiceName = "v1alpha1.peerdiscovery.k8s.io"
-	// APIGroupVersionPath is its discovery path.
-	APIGroupVersionPath = "/apis/peerdiscovery.k8s.io/v1alpha1"
-	// ExtensionNamespace, ExtensionServiceAccount and ExtensionService
-	// are where peerdiscovery-apiserver runs in a real cluster.
-	ExtensionNamespace      = "peerdiscovery"
-	ExtensionServiceAccount = "peerdiscovery-apiserver"
-	ExtensionService        = "peerdiscovery-apiserver"
-	// ExtensionEndpointSlice lists the local replicas' addresses: there is
-	// no endpointslice controller (no kube-controller-manager) to do it.
-	ExtensionEndpointSlice = "peerdiscovery-apiserver-local"
-
-	fieldManager = "local-up"
-	manifestDir  = "artifacts/deploy/base"
-)
-
-// manifestFiles are applied in this order; the APIService last, once the
-// replicas serve.
-var manifestFiles = []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "service.yaml", "apiservice.yaml"}
-
-// readManifests decodes every YAML document of the deploy manifests.
-func readManifests(dir string) ([]*unstructured.Unstructured, error) {
-	var out []*unstructured.Unstructured
-	for _, name := range manifestFiles {
-		path := filepath.Join(dir, name)
-		f, err := os.Open(path)
-		if err != nil {
-			return nil, err
-		}
-		r := utilyaml.NewYAMLReader(bufio.NewReader(f))
-		for {
-			doc, err := r.Read()
-			if errors.Is(err, io.EOF) {
-				break
-			}
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
-			js, err := utilyaml.ToJSON(doc)
-			if err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
-			js = bytes.TrimSpace(js)
-			if len(js) == 0 || string(js) == "null" {
-				continue // comments only
-			}
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(js); err != nil {
-				f.Close()
-				return nil, fmt.Errorf("%s: %w", path, err)
-			}
-			out = append(out, u)
-		}
-		f.Close()
-	}
-	return out, nil
-}
-
-// apply server-side-applies objs through the dynamic client, retrying
-// transient errors until ctx is done.
-func apply(ctx context.Context, dyn dynamic.Interface, mapper meta.RESTMapper, objs []*unstructured.Unstructured) error {
-	for _, o := range objs {
-		gvk := o.GroupVersionKind()
-		what := fmt.Sprintf("%s %s", gvk.Kind, o.GetName())
-		if ns := o.GetNamespace(); ns != "" {
-			what += " in " + ns
-		}
-		var lastErr error
-		for attempt := 0; ; attempt++ {
-			lastErr = func() error {
-				m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
-				if err != nil {
-					return err
-				}
-				var ri dynamic.ResourceInterface = dyn.Resource(m.Resource)
-				if m.Scope.Name() == meta.RESTScopeNameNamespace {
-					ns := o.GetNamespace()
-					if ns == "" {
-						ns = metav1.NamespaceDefault
-					}
-					ri = dyn.Resource(m.Resource).Namespace(ns)
-				}
-				_, err = ri.Apply(ctx, o.GetName(), o, metav1.ApplyOptions{FieldManager: fieldManager, Force: true})
-				return err
-			}()
-			if lastErr == nil {
-				break
-			}
-			if attempt >= 20 || ctx.Err() != nil {
-				return fmt.Errorf("applying %s: %w", what, lastErr)
-			}
-			if rm, ok := mapper.(meta.ResettableRESTMapper); ok {
-				rm.Reset()
-			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
-	return nil
-}
 
 // deployExtension applies the deploy manifests, creates the local
 // EndpointSlice and the ServiceAccount token, starts the replicas, applies
@@ -273,17 +171,9 @@ func (c *Cluster) lbBackends() []string {
 const extReadyTimeout = 2 * time.Minute
 
 func (c *Cluster) waitExtensionReady(ctx context.Context, e *extReplica) error {
-	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, extReadyTimeout)
 	defer cancel()
-	client := tlsClient(c.pki.extCA.CertPEM)
-	err := c.waitFor(ctx, e.proc, e.name+" /readyz", func(ctx context.Context) (bool, string) {
-		return httpOK(ctx, client, c.extEndpoint(e)+"/readyz?verbose")
-	})
-	if err == nil {
-		c.cfg.Logf("%s ready in %s", e.name, time.Since(start).Round(100*time.Millisecond))
-	}
-	return err
+	return c.waitReadyz(ctx, e.proc, e.name, c.extensionConfig(e))
 }
 
 // applyEndpointSlice writes the EndpointSlice of the extension Service:
@@ -309,16 +199,6 @@ func (c *Cluster) applyEndpointSlice(ctx context.Context, cs kubernetes.Interfac
 		return fmt.Errorf("applying EndpointSlice %s/%s: %w", ExtensionNamespace, ExtensionEndpointSlice, err)
 	}
 	return nil
-}
-
-// anyServer is the first kube-apiserver not stopped on purpose.
-func (c *Cluster) anyServer() (int, error) {
-	for i, s := range c.servers {
-		if !s.down.Load() {
-			return i, nil
-		}
-	}
-	return 0, errors.New("every kube-apiserver is stopped")
 }
 
 // WaitExtensionAvailable waits until the APIService is Available and
@@ -389,72 +269,4 @@ func (c *Cluster) extLogPaths() []string {
 		out = append(out, c.logPath(e.name))
 	}
 	return out
-}
-
-func (c *Cluster) ext(i int) (*extReplica, error) {
-	if i < 0 || i >= len(c.exts) {
-		return nil, fmt.Errorf("no peerdiscovery-apiserver replica %d (the cluster has %d)", i, len(c.exts))
-	}
-	return c.exts[i], nil
-}
-
-func (c *Cluster) adminClientset() (kubernetes.Interface, error) {
-	i, err := c.anyServer()
-	if err != nil {
-		return nil, err
-	}
-	return kubernetes.NewForConfig(c.AdminConfig(i))
-}
-
-// StopExtension takes replica i out of the EndpointSlice (as the
-// endpointslice controller would for a terminating Pod), then stops it
-// (SIGTERM, SIGKILL after 15s).
-func (c *Cluster) StopExtension(i int) error {
-	e, err := c.ext(i)
-	if err != nil {
-		return err
-	}
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	e.down.Store(true)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var errs []error
-	if cs, err := c.adminClientset(); err != nil {
-		errs = append(errs, err)
-	} else if err := c.applyEndpointSlice(ctx, cs); err != nil {
-		errs = append(errs, err)
-	}
-	c.cfg.Logf("stopping %s", e.name)
-	errs = append(errs, e.proc.stop(syscall.SIGTERM, 15*time.Second))
-	return errors.Join(errs...)
-}
-
-// StartExtension starts replica i again, waits for its /readyz and puts it
-// back into the EndpointSlice.
-func (c *Cluster) StartExtension(i int) error {
-	e, err := c.ext(i)
-	if err != nil {
-		return err
-	}
-	c.opMu.Lock()
-	defer c.opMu.Unlock()
-	if c.stopped.Load() {
-		return errors.New("the cluster is stopped")
-	}
-	c.cfg.Logf("starting %s again", e.name)
-	if err := e.proc.start(); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.StartTimeout)
-	defer cancel()
-	if err := c.waitExtensionReady(ctx, e); err != nil {
-		return err
-	}
-	e.down.Store(false)
-	cs, err := c.adminClientset()
-	if err != nil {
-		return err
-	}
-	return c.applyEndpointSlice(ctx, cs)
 }

@@ -1,0 +1,125 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package engine
+
+import (
+	"slices"
+	"sort"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+)
+
+// leftByLease applies what a departed or lapsed Lease says. Everything it
+// sets comes from the Lease, so every replica publishes the same peer: the
+// time it left, its endpoint, and, when it recorded them at departure, the
+// resources its tombstone keeps (a scraped document is replaced by them).
+func (e *Engine) leftByLease(p *peerState, id string, o *observed, now time.Time) {
+	until := o.goneAt.Add(e.opts.TombstonePeriod)
+	if !now.Before(until) {
+		if p != nil {
+			delete(e.peers, id)
+			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s removed: tombstone of %s expired", id, e.opts.TombstonePeriod)
+		}
+		return
+	}
+	if p == nil {
+		// Left before this replica knew it (it started later): the
+		// transition is no news, so no Event.
+		p = &peerState{Peer: compute.Peer{ServerID: id}}
+		e.peers[id] = p
+	} else if !p.Left {
+		how := "its lease lapsed"
+		if o.departed {
+			how = "it shut down"
+		}
+		e.event(p, corev1.EventTypeWarning, ReasonLeft, "Peer %s left (%s at %s); its APIs stay known as unavailable until %s",
+			id, how, o.goneAt.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
+	}
+	msg := "its lease lapsed; its APIs answer 503 until the tombstone expires"
+	if o.departed {
+		msg = "it shut down; its APIs answer 503 until the tombstone expires"
+	}
+	p.Left, p.LeftTime = true, o.goneAt
+	p.Ready, p.ReadyReason, p.ReadyMessage, p.ReadyTransition = false, "Left", msg, o.goneAt
+	p.Endpoint = o.endpoint
+	if o.version != "" {
+		p.BinaryVersion = o.version
+	}
+	p.Sources = sortedSources(o.sources)
+	if o.served != nil && (!p.HasDocument || p.docFromLease) {
+		// A replica that never read the peer (it started later) takes the
+		// recorded list; one that read it keeps the full document, which
+		// merged discovery lists during the tombstone with verbs and kinds
+		// (the list has GVRs and scopes only). Replicas agree by
+		// replication: only the leader publishes. Kept if the peer comes
+		// back under the same ID, until its first read: its APIs answer
+		// 503 meanwhile, not 404.
+		p.API, p.APIs = servedDocuments(o.served)
+		p.HasDocument, p.docFromLease = true, true
+		// Nothing this replica alone knows: a replica that never read the
+		// peer publishes the same object.
+		p.APIETag, p.APIsETag, p.LastSyncTime, p.LastError, p.Stale = "", "", time.Time{}, "", false
+	}
+}
+
+func sortedSources(set map[v1alpha1.PeerSource]bool) []v1alpha1.PeerSource {
+	out := make([]v1alpha1.PeerSource, 0, len(set))
+	for s := range set {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// servedDocuments turns a departed server's resource list into the
+// documents compute reads: the core group in /api, the rest in /apis, in a
+// fixed order. Routing tables need the GVRs and scopes only; merged
+// discovery lists them without verbs or kinds.
+func servedDocuments(served []peerlease.ServedResource) (api, apis []apidiscoveryv2.APIGroupDiscovery) {
+	rs := slices.Clone(served)
+	sort.Slice(rs, func(i, j int) bool {
+		a, b := rs[i], rs[j]
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Version != b.Version {
+			return a.Version < b.Version
+		}
+		return a.Resource < b.Resource
+	})
+	var groups []apidiscoveryv2.APIGroupDiscovery
+	for _, r := range rs {
+		if n := len(groups); n == 0 || groups[n-1].Name != r.Group {
+			groups = append(groups, apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: r.Group}})
+		}
+		g := &groups[len(groups)-1]
+		if n := len(g.Versions); n == 0 || g.Versions[n-1].Version != r.Version {
+			g.Versions = append(g.Versions, apidiscoveryv2.APIVersionDiscovery{Version: r.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
+		}
+		v := &g.Versions[len(g.Versions)-1]
+		v.Resources = append(v.Resources, apidiscoveryv2.APIResourceDiscovery{Resource: r.Resource, Scope: r.Scope})
+	}
+	if len(groups) > 0 && groups[0].Name == "" {
+		return groups[:1], groups[1:]
+	}
+	return nil, groups
+}

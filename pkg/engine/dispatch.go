@@ -1,0 +1,102 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package engine
+
+import (
+	"context"
+
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
+
+	corev1 "k8s.io/api/core/v1"
+	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
+)
+
+func (e *Engine) startScrape(ctx context.Context, p *peerState) {
+	if p.Left || p.Endpoint == "" {
+		return
+	}
+	if p.inflight {
+		p.again = true
+		return
+	}
+	p.inflight, p.again = true, false
+	id, endpoint, apiETag, apisETag := p.ServerID, p.Endpoint, p.APIETag, p.APIsETag
+	if !p.HasDocument {
+		apiETag, apisETag = "", ""
+	}
+	go func() {
+		select {
+		case e.sem <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-e.sem }()
+		sctx, cancel := context.WithTimeout(ctx, e.opts.ScrapeTimeout)
+		defer cancel()
+		start := e.clock.Now()
+		doc, err := e.scrape(sctx, endpoint, apiETag, apisETag)
+		select {
+		case e.results <- scrapeResult{id: id, endpoint: endpoint, doc: doc, err: err, took: e.clock.Since(start)}:
+		case <-ctx.Done():
+		}
+	}()
+}
+
+func (e *Engine) apply(ctx context.Context, r scrapeResult) {
+	p := e.peers[r.id]
+	if p == nil {
+		return
+	}
+	p.inflight, p.tried = false, true
+	now := e.clock.Now()
+	wasReady := p.Ready
+	switch {
+	case p.Left || p.Endpoint != r.endpoint:
+		// Stale answer: the peer left or moved while it was read.
+	case r.err != nil:
+		typ := nopeer.TypeOf(r.err)
+		peerproxymetrics.IncPeerDiscoverySyncError(ctx, string(typ))
+		scrapeDuration.WithLabelValues("error").Observe(r.took.Seconds())
+		msg := r.err.Error()
+		if len(msg) > 1024 {
+			msg = msg[:1024]
+		}
+		p.LastError, p.Stale = msg, p.HasDocument
+		// One event per new failure kind: when the peer stops being ready,
+		// when its first read fails, when the cause changes.
+		newCause := wasReady || p.ReadyReason != string(typ)
+		p.setReady(false, string(typ), msg, now)
+		if newCause {
+			e.event(p, corev1.EventTypeWarning, ReasonNotReady, "Peer %s not ready: %s", p.ServerID, msg)
+		}
+	default:
+		scrapeDuration.WithLabelValues("success").Observe(r.took.Seconds())
+		if !r.doc.NotModified {
+			p.API, p.APIs, p.APIETag, p.APIsETag = r.doc.API, r.doc.APIs, r.doc.APIETag, r.doc.APIsETag
+			p.HasDocument, p.docFromLease = true, false
+		}
+		if r.doc.Version != "" {
+			p.BinaryVersion = r.doc.Version
+		}
+		p.LastSyncTime, p.LastError, p.Stale = now, "", false
+		p.setReady(true, "DiscoverySynced", "", now)
+		if !wasReady {
+			e.event(p, corev1.EventTypeNormal, ReasonReady, "Peer %s ready: discovery read from %s", p.ServerID, p.Endpoint)
+		}
+	}
+	if p.again {
+		e.startScrape(ctx, p)
+	}
+}

@@ -1,0 +1,266 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package engine
+
+import (
+	"context"
+	"net"
+	"sort"
+	"strconv"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/klog/v2"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+)
+
+// observed is what the API says about one identity now.
+type observed struct {
+	endpoint, version string
+	sources           map[v1alpha1.PeerSource]bool
+	// live: a Lease says the server runs. Otherwise it left at goneAt, a
+	// time read from its Leases (departure or lapse), so that every
+	// replica, whenever it started, gives it the same tombstone.
+	live   bool
+	goneAt time.Time
+	// departed: its registration Lease records a graceful shutdown; served
+	// is the resource list recorded with it (nil when there is none).
+	departed bool
+	served   []peerlease.ServedResource
+	// retiredBy is the newer identity registered at the same endpoint.
+	retiredBy string
+	// acquired and renewed order the identities claiming one endpoint.
+	acquired, renewed time.Time
+}
+
+// newer orders identities deterministically from their Leases:
+// acquireTime, then renewTime, then ID.
+func newer(a *observed, aID string, b *observed, bID string) bool {
+	if !a.acquired.Equal(b.acquired) {
+		return a.acquired.After(b.acquired)
+	}
+	if !a.renewed.Equal(b.renewed) {
+		return a.renewed.After(b.renewed)
+	}
+	return aID > bID
+}
+
+// observe reads the informer caches into the current membership: every
+// identity a Lease names (live or not) and every address of the
+// default/kubernetes EndpointSlices no Lease claims.
+func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observed {
+	logger := klog.FromContext(ctx)
+	type leases struct{ reg, ident *peerlease.Registration }
+	byID := map[string]*leases{}
+	seenBad := map[string]bool{}
+	for _, obj := range e.leases.GetStore().List() {
+		l, ok := obj.(*coordinationv1.Lease)
+		if !ok {
+			continue
+		}
+		var reg peerlease.Registration
+		var err error
+		isReg := false
+		switch {
+		case peerlease.IsRegistration(l):
+			reg, err = peerlease.ParseRegistration(l)
+			isReg = true
+		case peerlease.IsIdentity(l):
+			if _, has := l.Annotations[peerlease.PeerAdvertiseAddressAnnotation]; !has {
+				continue // upstream's gate is off: this lease names no endpoint.
+			}
+			reg, err = peerlease.ParseIdentity(l, e.opts.IdentityLeaseStaleAfter)
+		default:
+			continue
+		}
+		if err != nil {
+			key := l.Namespace + "/" + l.Name
+			seenBad[key] = true
+			if e.badLeases[key] != err.Error() {
+				logger.Info("Ignoring a broken peer lease", "lease", key, "err", err)
+				e.badLeases[key] = err.Error()
+			}
+			continue
+		}
+		ls := byID[reg.ServerID]
+		if ls == nil {
+			ls = &leases{}
+			byID[reg.ServerID] = ls
+		}
+		if isReg {
+			ls.reg = &reg
+		} else {
+			ls.ident = &reg
+		}
+	}
+	for key := range e.badLeases {
+		if !seenBad[key] {
+			delete(e.badLeases, key)
+		}
+	}
+
+	out := map[string]*observed{}
+	for id, ls := range byID {
+		o := &observed{sources: map[v1alpha1.PeerSource]bool{}}
+		// A recorded departure wins over an identity Lease that upstream
+		// keeps renewing until the process exits.
+		o.departed = ls.reg != nil && ls.reg.Departed()
+		for _, x := range []struct {
+			r   *peerlease.Registration
+			src v1alpha1.PeerSource
+		}{{ls.ident, v1alpha1.PeerSourceIdentityLease}, {ls.reg, v1alpha1.PeerSourceRegistrationLease}} {
+			if x.r == nil {
+				continue
+			}
+			if x.r.AcquireTime.After(o.acquired) {
+				o.acquired = x.r.AcquireTime
+			}
+			if x.r.RenewTime.After(o.renewed) {
+				o.renewed = x.r.RenewTime
+			}
+			if !o.departed && x.r.Live(now) {
+				if !o.live {
+					// The first live Lease seen replaces what non-live
+					// ones said.
+					o.live = true
+					clear(o.sources)
+				}
+			} else if o.live {
+				continue
+			}
+			// A registration Lease's endpoint wins over an identity
+			// Lease's (the registration comes last).
+			o.endpoint = x.r.Endpoint
+			if x.r.BinaryVersion != "" {
+				o.version = x.r.BinaryVersion
+			}
+			o.sources[x.src] = true
+			if gone := x.r.GoneAt(); gone.After(o.goneAt) {
+				o.goneAt = gone
+			}
+		}
+		if o.departed {
+			o.goneAt, o.served = ls.reg.GoneAt(), ls.reg.Served
+		}
+		if o.live {
+			o.goneAt = time.Time{}
+		}
+		out[id] = o
+	}
+
+	// A newer identity at an endpoint retires the older ones there at once:
+	// the server restarted under a new ID, so the old one's APIs are not
+	// unavailable, they are served (or not) by its successor. A live
+	// identity is retired only by a newer live one.
+	byEndpoint := map[string][]string{}
+	for id, o := range out {
+		byEndpoint[o.endpoint] = append(byEndpoint[o.endpoint], id)
+	}
+	for _, ids := range byEndpoint {
+		if len(ids) < 2 {
+			continue
+		}
+		// Live first: a departed or lapsed identity never outranks the one
+		// serving there now (a server renamed and renamed back).
+		sort.Slice(ids, func(i, j int) bool {
+			a, b := out[ids[i]], out[ids[j]]
+			if a.live != b.live {
+				return a.live
+			}
+			return newer(a, ids[i], b, ids[j])
+		})
+		for i, id := range ids {
+			o := out[id]
+			for _, by := range ids[:i] {
+				if out[by].live || !o.live {
+					o.retiredBy = by
+					break
+				}
+			}
+		}
+	}
+
+	claimed := map[string]string{}
+	for id, o := range out {
+		if o.live && o.retiredBy == "" {
+			claimed[o.endpoint] = id
+		}
+	}
+	// An identity that left keeps its address while its tombstone lasts:
+	// the EndpointSlice lists a server a little longer than its Lease says
+	// it runs (its endpoint is removed later in its shutdown), and that
+	// address is the server that left, not a new peer with a tombstone of
+	// its own that only this replica would know.
+	for id, o := range out {
+		if _, taken := claimed[o.endpoint]; !taken && !o.live && o.retiredBy == "" && now.Before(o.goneAt.Add(e.opts.TombstonePeriod)) {
+			claimed[o.endpoint] = id
+		}
+	}
+	for _, obj := range e.slices.GetStore().List() {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			continue
+		}
+		for _, ep := range sliceEndpoints(s) {
+			if id, ok := claimed[ep]; ok {
+				if out[id].live {
+					out[id].sources[v1alpha1.PeerSourceEndpointSlice] = true
+				}
+				continue
+			}
+			// An address is never a Lease's ID (IDs have no ':'), so an
+			// unclaimed one is its own peer.
+			o := out[ep]
+			if o == nil {
+				o = &observed{endpoint: ep, sources: map[v1alpha1.PeerSource]bool{}, live: true}
+				out[ep] = o
+			}
+			o.sources[v1alpha1.PeerSourceEndpointSlice] = true
+		}
+	}
+	return out
+}
+
+// sliceEndpoints lists the ready host:port pairs of the https port.
+func sliceEndpoints(s *discoveryv1.EndpointSlice) []string {
+	var port int32
+	for _, p := range s.Ports {
+		if p.Port != nil && (p.Name == nil || *p.Name == "https" || *p.Name == "") {
+			port = *p.Port
+			break
+		}
+	}
+	if port == 0 {
+		return nil
+	}
+	var out []string
+	for _, ep := range s.Endpoints {
+		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
+			continue
+		}
+		for _, a := range ep.Addresses {
+			ip := net.ParseIP(a)
+			if ip == nil {
+				continue
+			}
+			// Canonical, as peerlease.ValidateEndpoint makes lease endpoints.
+			out = append(out, net.JoinHostPort(ip.String(), strconv.Itoa(int(port))))
+		}
+	}
+	return out
+}

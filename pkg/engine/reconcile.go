@@ -1,0 +1,195 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package engine
+
+import (
+	"context"
+	"time"
+
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
+
+	"sigs.k8s.io/peerdiscovery/pkg/compute"
+)
+
+// clusterWide reads CRDs and APIServices with a service.
+func (e *Engine) clusterWide() map[schema.GroupVersion]string {
+	out := map[schema.GroupVersion]string{}
+	for _, obj := range e.crds.GetStore().List() {
+		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
+		if !ok {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Served {
+				out[schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}] = compute.SourceCRD
+			}
+		}
+	}
+	for _, obj := range e.apiservice.GetStore().List() {
+		as, ok := obj.(*apiregistrationv1.APIService)
+		if !ok || as.Spec.Service == nil {
+			continue
+		}
+		out[schema.GroupVersion{Group: as.Spec.Group, Version: as.Spec.Version}] = compute.SourceAPIService
+	}
+	return out
+}
+
+// reconcile updates membership from the informers and starts scrapes: of
+// every idle peer when all is true (the periodic refresh), otherwise of new
+// peers, moved peers and, when CRDs or APIServices changed, every peer.
+func (e *Engine) reconcile(ctx context.Context, all bool) {
+	now := e.clock.Now()
+	obs := e.observe(ctx, now)
+
+	cw := e.clusterWide()
+	changedCW := len(cw) != len(e.lastClusterWide)
+	for gv := range e.lastClusterWide {
+		if _, still := cw[gv]; !still {
+			// Never resurrect a deleted CRD's or APIService's GV from a
+			// peer's document that has not caught up yet.
+			e.deletedGVs[gv] = true
+			changedCW = true
+		}
+	}
+	for gv := range cw {
+		delete(e.deletedGVs, gv)
+		if _, had := e.lastClusterWide[gv]; !had {
+			changedCW = true
+		}
+	}
+	e.lastClusterWide = cw
+
+	for id, o := range obs {
+		p := e.peers[id]
+		if o.retiredBy != "" {
+			if p != nil {
+				delete(e.peers, id)
+				e.event(p, corev1.EventTypeNormal, ReasonReplaced, "Peer %s retired: %s now registers at %s", id, o.retiredBy, o.endpoint)
+			}
+			continue
+		}
+		if !o.live {
+			e.leftByLease(p, id, o, now)
+			continue
+		}
+		switch {
+		case p == nil:
+			p = &peerState{Peer: compute.Peer{ServerID: id, ReadyReason: "Pending", ReadyMessage: "discovery not read yet", ReadyTransition: now}}
+			e.peers[id] = p
+			e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined at %s", id, o.endpoint)
+		case p.Left:
+			p.Left, p.LeftTime = false, time.Time{}
+			p.setReady(false, "Pending", "rejoined; discovery not read yet", now)
+			// Read it now, not at the next refresh.
+			p.again = true
+			e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s rejoined at %s", id, o.endpoint)
+		}
+		if p.Endpoint != o.endpoint {
+			p.Endpoint = o.endpoint
+			p.again = true
+		}
+		if o.version != "" && p.BinaryVersion == "" {
+			p.BinaryVersion = o.version
+		}
+		p.Sources = sortedSources(o.sources)
+		// A first read already in flight needs no second one: informer
+		// events (the initial list's among them) would otherwise read
+		// every new peer twice.
+		if all || changedCW || (!p.tried && !p.inflight) || p.again {
+			e.startScrape(ctx, p)
+		}
+	}
+	byEndpoint := make(map[string]string, len(obs))
+	for id, o := range obs {
+		if o.live && o.retiredBy == "" {
+			byEndpoint[o.endpoint] = id
+		}
+	}
+	for id, p := range e.peers {
+		if _, ok := obs[id]; ok {
+			continue
+		}
+		if other, ok := byEndpoint[p.Endpoint]; ok && id == p.Endpoint && !p.Left {
+			// A peer known only by its EndpointSlice address now has a lease
+			// at that address: the same server under its real ID, not a
+			// server that left.
+			delete(e.peers, id)
+			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s is now known as %s", id, other)
+			continue
+		}
+		// Its Lease is gone (deleted by a filter of an earlier version, or
+		// collected after its tombstone): the time it left is when this
+		// replica noticed, unless a Lease already said.
+		if !p.Left {
+			p.Left, p.LeftTime = true, now
+			p.setReady(false, "Left", "its lease lapsed or was deleted; its APIs answer 503 until the tombstone expires", now)
+			e.event(p, corev1.EventTypeWarning, ReasonLeft, "Peer %s left; its APIs stay known as unavailable for %s", id, e.opts.TombstonePeriod)
+			continue
+		}
+		if now.Sub(p.LeftTime) >= e.opts.TombstonePeriod {
+			delete(e.peers, id)
+			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s removed: tombstone of %s expired", id, e.opts.TombstonePeriod)
+		}
+	}
+	// A deleted GV stays excluded while any document still lists it, and
+	// while any scrape is in flight: one started before the deletion (a CRD
+	// created and deleted quickly) may still bring it back.
+	if len(e.deletedGVs) > 0 && !e.anyInflight() {
+		for gv := range e.deletedGVs {
+			if !e.anyDocumentHas(gv) {
+				delete(e.deletedGVs, gv)
+			}
+		}
+	}
+}
+
+func (e *Engine) anyInflight() bool {
+	for _, p := range e.peers {
+		if p.inflight {
+			return true
+		}
+	}
+	return false
+}
+
+func (e *Engine) anyDocumentHas(gv schema.GroupVersion) bool {
+	for _, p := range e.peers {
+		for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{p.API, p.APIs} {
+			for i := range doc {
+				if doc[i].Name != gv.Group {
+					continue
+				}
+				for _, v := range doc[i].Versions {
+					if v.Version == gv.Version {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+func (p *peerState) setReady(ready bool, reason, msg string, now time.Time) {
+	if p.Ready != ready || p.ReadyTransition.IsZero() {
+		p.ReadyTransition = now
+	}
+	p.Ready, p.ReadyReason, p.ReadyMessage = ready, reason, msg
+}

@@ -1,0 +1,215 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package filter
+
+import (
+	"crypto/x509"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	testpki "sigs.k8s.io/peerdiscovery/test/pki"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestProxyTriesTheNextCandidate(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		first func(e *env) string // the endpoint of the first candidate
+	}{
+		{"connection refused", func(e *env) string { return closedEndpoint(t) }},
+		{"serving certificate not signed by the peer CA", func(e *env) string {
+			// The handshake fails before anything is sent.
+			_, _, rogue := testpki.NewCA(t, "rogue-ca").Issue(t, "kube-apiserver", x509.ExtKeyUsageServerAuth, []string{peerServerName}, nil)
+			p := newTestPeer(t, e.pki, rogue, nil)
+			return p.endpoint()
+		}},
+		{"not a TLS server", func(e *env) string {
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				t.Error("plain HTTP server reached")
+			}))
+			t.Cleanup(s.Close)
+			return s.Listener.Addr().String()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			second := e.newPeer(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusCreated)
+				_, _ = io.WriteString(w, "created by the second")
+			})
+			ids := order("p1", "p2")
+			e.setLocal()
+			e.setRoutes(route(widgetsGVR, readyPeer(ids[0], tc.first(e)), readyPeer(ids[1], second.endpoint())))
+			body := strings.Repeat(`{"spec":"a POST body that must reach the second candidate intact"}`, 500)
+			resp := e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets?fieldManager=x", strings.NewReader(body)))
+			got := readBody(t, resp)
+			if resp.StatusCode != http.StatusCreated || got != "created by the second" {
+				t.Fatalf("%d %q", resp.StatusCode, got)
+			}
+			seen := second.requests()
+			if len(seen) != 1 || seen[0].Method != http.MethodPost || seen[0].Body != body || seen[0].RawQuery != "fieldManager=x" {
+				t.Fatalf("second candidate saw %d requests: %+v", len(seen), seen)
+			}
+			checkProxiedAsAlice(t, seen[0])
+		})
+	}
+}
+
+func TestProxyEveryCandidateRefuses(t *testing.T) {
+	e := newEnv(t)
+	e.setLocal()
+	e.setRoutes(route(widgetsGVR, readyPeer("p1", closedEndpoint(t)), readyPeer("p2", closedEndpoint(t)), readyPeer("p3", closedEndpoint(t))))
+	resetUpstreamMetrics()
+	resp := e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{}`)))
+	checkUnavailable(t, resp, readBody(t, resp), "no peer serving it could be reached")
+	if e.local.calls.Load() != 0 {
+		t.Fatal("local chain called")
+	}
+	for typ, want := range map[string]float64{"connect": 3, "unavailable": 1} {
+		if v := counterValue(t, "apiserver_peer_proxy_errors_total", map[string]string{"type": typ, "group": "example.com", "version": "v1", "resource": "widgets"}); v != want {
+			t.Errorf("apiserver_peer_proxy_errors_total{type=%s} = %v, want %v", typ, v, want)
+		}
+	}
+}
+
+// TestProxyAfterThePeerSawTheRequest: once a peer may have seen a request
+// that changes something, it is never sent to another peer, and the answer
+// (502, no Retry-After) invites no client to send it again; a read whose
+// response has not started is safe to repeat on the next candidate.
+func TestProxyAfterThePeerSawTheRequest(t *testing.T) {
+	for _, tc := range []struct {
+		method   string
+		body     string
+		repeated bool
+	}{
+		{http.MethodPost, `{"kind":"Widget"}`, false},
+		{http.MethodPut, `{"kind":"Widget"}`, false},
+		{http.MethodDelete, "", false},
+		{http.MethodPatch, `{"spec":{}}`, false},
+		{http.MethodGet, "", true},
+	} {
+		t.Run(tc.method, func(t *testing.T) {
+			e := newEnv(t)
+			failing := e.newPeer(func(http.ResponseWriter, *http.Request) {
+				// The request was read; drop the stream without answering.
+				panic(http.ErrAbortHandler)
+			})
+			other := e.newPeer(nil)
+			ids := order("p1", "p2")
+			e.setLocal()
+			e.setRoutes(route(widgetsGVR, readyPeer(ids[0], failing.endpoint()), readyPeer(ids[1], other.endpoint())))
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			resp := e.do(e.newRequest(tc.method, "/apis/example.com/v1/namespaces/ns1/widgets/w1", body))
+			got := readBody(t, resp)
+			if n := len(failing.requests()); n != 1 {
+				t.Fatalf("failing peer got %d requests", n)
+			}
+			if failing.requests()[0].Body != tc.body {
+				t.Fatalf("failing peer read %q", failing.requests()[0].Body)
+			}
+			if !tc.repeated {
+				checkSentButFailed(t, resp, got, http.StatusBadGateway, ids[0])
+				if n := len(other.requests()); n != 0 {
+					t.Fatalf("the request was replayed to another peer (%d times)", n)
+				}
+				return
+			}
+			if resp.StatusCode != http.StatusOK || got != `{"kind":"Widget"}` || len(other.requests()) != 1 {
+				t.Fatalf("safe read not repeated on the next peer: %d %q, %d requests", resp.StatusCode, got, len(other.requests()))
+			}
+			checkProxiedAsAlice(t, other.requests()[0])
+		})
+	}
+}
+
+// checkSentButFailed checks the answer to a write that reached a peer which
+// then failed: code, a Status naming the resource and the peer, no network
+// detail, and no Retry-After (client-go retries any 5xx that has one).
+func checkSentButFailed(t *testing.T, resp *http.Response, body string, code int, peerID string) {
+	t.Helper()
+	if resp.StatusCode != code {
+		t.Fatalf("status %d, want %d: %s", resp.StatusCode, code, body)
+	}
+	if ra, ok := resp.Header["Retry-After"]; ok {
+		t.Fatalf("Retry-After %q on a write the peer may have carried out", ra)
+	}
+	var st metav1.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil {
+		t.Fatalf("body is not a Status: %v: %s", err, body)
+	}
+	if st.Kind != "Status" || int(st.Code) != code || st.Details == nil || st.Details.RetryAfterSeconds != 0 {
+		t.Errorf("unexpected Status: %s", body)
+	}
+	for _, want := range []string{"widgets.example.com", "peer kube-apiserver " + peerID, "not retried"} {
+		if !strings.Contains(st.Message, want) {
+			t.Errorf("message %q does not name %q", st.Message, want)
+		}
+	}
+	for _, leak := range []string{"127.0.0.1", "stream", "INTERNAL_ERROR", "dial", "tcp"} {
+		if strings.Contains(st.Message, leak) {
+			t.Errorf("message %q carries a network detail (%q)", st.Message, leak)
+		}
+	}
+}
+
+// TestProxyReadCutMidAnswer: a peer that dies after it started to answer a
+// read (a SIGKILL in the middle of a list) costs the client nothing while
+// the answer is within the read-ahead: the read is repeated on the next
+// candidate. A longer answer has started to stream and is cut.
+func TestProxyReadCutMidAnswer(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		sent     int // bytes the dying peer sends before it dies
+		repeated bool
+	}{
+		{"within the read-ahead", 100, true},
+		{"beyond the read-ahead", 2 * maxReadAheadBytes, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			dying := e.newPeer(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusOK)
+				_, _ = io.WriteString(w, `{"kind":"WidgetList","items":[`+strings.Repeat(" ", tc.sent))
+				w.(http.Flusher).Flush()
+				panic(http.ErrAbortHandler)
+			})
+			other := e.newPeer(nil)
+			ids := order("p1", "p2")
+			e.setLocal()
+			e.setRoutes(route(widgetsGVR, readyPeer(ids[0], dying.endpoint()), readyPeer(ids[1], other.endpoint())))
+			resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil))
+			got, err := io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			if !tc.repeated {
+				if err == nil || len(other.requests()) != 0 {
+					t.Fatalf("a streamed answer was not cut (err %v) or was repeated (%d)", err, len(other.requests()))
+				}
+				return
+			}
+			if err != nil || resp.StatusCode != http.StatusOK || string(got) != `{"kind":"Widget"}` || len(other.requests()) != 1 {
+				t.Fatalf("read not repeated on the next peer: %d %q %v, %d requests", resp.StatusCode, got, err, len(other.requests()))
+			}
+		})
+	}
+}

@@ -1,0 +1,177 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package filter
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	auditinternal "k8s.io/apiserver/pkg/apis/audit"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
+)
+
+// endOnShutdown ends a proxied watch's stream when this server stops
+// accepting requests, as kube-apiserver ends its own watches: the chain's
+// WithWatchTerminationDuringShutdown (--shutdown-watch-termination-grace-period
+// > 0) puts that signal in a watch's context. Without it, a watch proxied
+// through a stopping server held its HTTP server open until the shutdown
+// timeout, and the graceful stop took a minute. The stream ends cleanly
+// (EOF, not a cut connection), so the client just watches again.
+func endOnShutdown(resp *http.Response) {
+	if resp.Request == nil || resp.Body == nil {
+		return
+	}
+	sig := apirequest.ServerShutdownSignalFrom(resp.Request.Context())
+	if sig == nil {
+		return
+	}
+	b := &shutdownBody{ReadCloser: resp.Body, done: make(chan struct{})}
+	go func() {
+		select {
+		case <-sig.ShuttingDown():
+			b.shutdown.Store(true)
+			_ = b.ReadCloser.Close() // unblocks a pending Read
+		case <-b.done:
+		}
+	}()
+	resp.Body = b
+}
+
+type shutdownBody struct {
+	io.ReadCloser
+	done      chan struct{}
+	closeOnce sync.Once
+	shutdown  atomic.Bool
+}
+
+func (b *shutdownBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && b.shutdown.Load() {
+		return n, io.EOF
+	}
+	return n, err
+}
+
+func (b *shutdownBody) Close() error {
+	b.closeOnce.Do(func() { close(b.done) })
+	return b.ReadCloser.Close()
+}
+
+// maxReadAheadBytes is how much of a short read's answer is read from the
+// peer before anything goes to the client. Most answers (an object, a small
+// list) fit; a larger one streams on after it. At most this much per
+// proxied GET in flight, pooled.
+const maxReadAheadBytes = 64 << 10
+
+var readAheadBuffers = sync.Pool{New: func() any { b := make([]byte, maxReadAheadBytes); return &b }}
+
+// readAhead reads the start of a safe read's answer before its headers go
+// to the client. A peer that dies within it (a SIGKILL in the middle of a
+// list) then fails the attempt before anything was written, and serve
+// repeats the read on the next candidate instead of cutting the client's
+// response. Only GET and HEAD on the short-running path: a write is never
+// repeated, and a watch must not wait for bytes.
+func readAhead(resp *http.Response) error {
+	if resp.Request == nil || !safeRead(resp.Request) || resp.Body == nil || resp.Body == http.NoBody {
+		return nil
+	}
+	bp := readAheadBuffers.Get().(*[]byte)
+	n, err := io.ReadFull(resp.Body, *bp)
+	switch err {
+	case nil: // more to come: the rest streams after the start
+		resp.Body = &readAheadBody{Reader: io.MultiReader(bytes.NewReader((*bp)[:n]), resp.Body), rest: resp.Body, buf: bp}
+		return nil
+	case io.EOF, io.ErrUnexpectedEOF: // the whole answer
+		_ = resp.Body.Close()
+		resp.Body = &readAheadBody{Reader: bytes.NewReader((*bp)[:n]), rest: http.NoBody, buf: bp}
+		return nil
+	default:
+		_ = resp.Body.Close()
+		readAheadBuffers.Put(bp)
+		return fmt.Errorf("reading the peer's answer: %w", err)
+	}
+}
+
+// readAheadBody serves what readAhead read, then the rest; Close returns
+// the buffer (the reverse proxy closes the body once it is copied).
+type readAheadBody struct {
+	io.Reader
+	rest      io.Closer
+	buf       *[]byte
+	closeOnce sync.Once
+}
+
+func (b *readAheadBody) Close() error {
+	err := b.rest.Close()
+	b.closeOnce.Do(func() { readAheadBuffers.Put(b.buf) })
+	return err
+}
+
+// modifyResponse refuses redirects and drops the peer's copies of headers
+// this server has set on the response already.
+func modifyResponse(resp *http.Response) error {
+	// The peer's Audit-ID is this request's (forwarded); the priority and
+	// fairness headers name the peer's flow schema, not the one that
+	// admitted the client here.
+	resp.Header.Del(auditinternal.HeaderAuditID)
+	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
+	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
+	if err := rejectRedirect(resp); err != nil {
+		return err
+	}
+	endOnShutdown(resp)
+	return nil
+}
+
+// rejectRedirect replaces a peer's redirect with a 502, as
+// UpgradeAwareHandler.RejectForwardingRedirects does: a redirect would send
+// the client, or its credentials, elsewhere. The one exception keeps the
+// client on this server: an OpenAPI v3 document's redirect from a stale
+// hash to the current one, a path under /openapi/v3/ with no host.
+func rejectRedirect(resp *http.Response) error {
+	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+		if sameServerOpenAPIRedirect(resp) {
+			return nil
+		}
+		_ = resp.Body.Close()
+		const msg = "the backend attempted to redirect this request, which is not permitted"
+		*resp = http.Response{
+			StatusCode:    http.StatusBadGateway,
+			Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
+			Body:          io.NopCloser(strings.NewReader(msg)),
+			ContentLength: int64(len(msg)),
+			Request:       resp.Request,
+		}
+	}
+	return nil
+}
+
+// sameServerOpenAPIRedirect is true for a redirect of an OpenAPI v3
+// request to a path of this server's OpenAPI v3 (no scheme, no host).
+func sameServerOpenAPIRedirect(resp *http.Response) bool {
+	if resp.Request == nil || resp.Request.URL == nil || !strings.HasPrefix(resp.Request.URL.Path, openAPIPrefix) {
+		return false
+	}
+	loc, err := url.Parse(resp.Header.Get("Location"))
+	return err == nil && loc.Scheme == "" && loc.Host == "" && loc.User == nil &&
+		strings.HasPrefix(loc.Path, openAPIPrefix) && !strings.HasPrefix(resp.Header.Get("Location"), "//")
+}

@@ -1,0 +1,249 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
+)
+
+// TestWatchPeerLeaveAndReturn: kubectl get -w apiserverpeers shows a
+// v1.37.2 server leave when it stops and come back when it starts.
+func TestWatchPeerLeaveAndReturn(t *testing.T) {
+	readyPlane(t)
+	planetest.KeepServersRunning(t, cluster, new2)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var out syncBuffer
+	// kubectl get -w ends when the server ends the watch (as any watch may
+	// be ended); like an informer, start it again.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			cmd := exec.CommandContext(ctx, cluster.KubectlBinary(), "--kubeconfig", cluster.Kubeconfig(), "--cache-dir", cluster.KubectlCacheDir(),
+				"--context", cluster.Servers()[new1].Context, "get", "apiserverpeers", "-w")
+			cmd.Stdout, cmd.Stderr = &out, &out
+			_ = cmd.Run()
+			if ctx.Err() == nil {
+				fmt.Fprintf(&out, "(kubectl get -w ended; restarting)\n")
+				time.Sleep(200 * time.Millisecond)
+			}
+		}
+	}()
+	defer func() { cancel(); <-done }()
+	ip := cluster.Servers()[new2].IP
+	rowWith := func(ready string) func() error {
+		return func() error {
+			for _, l := range strings.Split(out.String(), "\n") {
+				f := strings.Fields(l)
+				if len(f) > 3 && strings.HasPrefix(f[1], ip+":") && f[3] == ready {
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s row for %s yet:\n%s", ready, ip, out.String())
+		}
+	}
+	planetest.WaitFor(t, 30*time.Second, "initial row", rowWith("True"))
+	if err := cluster.StopAPIServer(new2, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	planetest.WaitFor(t, time.Minute, "kubectl get -w shows the peer leave", rowWith("False"))
+	n := len(out.String())
+	if err := cluster.StartAPIServer(new2); err != nil {
+		t.Fatal(err)
+	}
+	planetest.WaitFor(t, 2*time.Minute, "kubectl get -w shows the peer back", func() error {
+		tail := out.String()[n:]
+		for _, l := range strings.Split(tail, "\n") {
+			f := strings.Fields(l)
+			if len(f) > 3 && strings.HasPrefix(f[1], ip+":") && f[3] == "True" {
+				return nil
+			}
+		}
+		return fmt.Errorf("not back yet")
+	})
+}
+
+// TestLoadWhileCapableServerKilled: a bounded load through the
+// non-capable server loses no request while one of two capable servers is
+// killed.
+func TestLoadWhileCapableServerKilled(t *testing.T) {
+	ids := readyPlane(t)
+	planetest.KeepServersRunning(t, cluster, new2)
+	const total, workers = 400, 4
+	var done, failed atomic.Int64
+	var mu sync.Mutex
+	var failures []string
+	cfg := cluster.AdminConfig(old)
+	var wg sync.WaitGroup
+	jobs := make(chan int)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range jobs {
+				code, _, body := planetest.Get(t, cfg, svmPath)
+				done.Add(1)
+				if code != http.StatusOK {
+					failed.Add(1)
+					mu.Lock()
+					failures = append(failures, fmt.Sprintf("%d %.200s", code, body))
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for i := 0; i < total && time.Now().Before(deadline); i++ {
+		if i == total/4 {
+			if err := cluster.StopAPIServer(new2, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		}
+		jobs <- i
+	}
+	close(jobs)
+	wg.Wait()
+	t.Logf("load through v1.36.3 while a capable v1.37.2 was killed: %d requests, %d failed", done.Load(), failed.Load())
+	if failed.Load() > 0 {
+		t.Fatalf("lost %d requests: %v", failed.Load(), failures)
+	}
+	if err := cluster.StartAPIServer(new2); err != nil {
+		t.Fatal(err)
+	}
+	waitReadyPeer(t, ids[new2])
+}
+
+// TestOnlyCapableServersStopped: with every server that serves the GVR
+// stopped, the old server answers 503 with Retry-After — never 404 — for
+// the whole observation, which spans the registration Leases lapsing.
+func TestOnlyCapableServersStopped(t *testing.T) {
+	ids := readyPlane(t)
+	planetest.KeepServersRunning(t, cluster, new1, new2)
+	if err := cluster.StopAPIServer(new2, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StopAPIServer(new1, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cfg := cluster.AdminConfig(old)
+	saw503 := 0
+	for end := time.Now().Add(25 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		code, h, body := planetest.Get(t, cfg, svmPath)
+		switch code {
+		case http.StatusNotFound:
+			t.Fatalf("404 for a GVR whose servers are down: %s", body)
+		case http.StatusServiceUnavailable:
+			saw503++
+			if h.Get("Retry-After") == "" {
+				t.Fatalf("503 without Retry-After: %s", body)
+			}
+			var status metav1.Status
+			if err := json.Unmarshal(body, &status); err != nil || status.Reason != metav1.StatusReasonServiceUnavailable {
+				t.Fatalf("503 body is not a Status: %v %s", err, body)
+			}
+		}
+	}
+	if saw503 == 0 {
+		t.Fatal("never saw 503")
+	}
+	if r := review(t, old, "get", svmPath, ids[old]); r.Decision != v1alpha1.RouteUnavailable {
+		t.Fatalf("RouteReview while the capable servers are down: %+v", r)
+	}
+	for _, i := range []int{new1, new2} {
+		if err := cluster.StartAPIServer(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitReadyPeer(t, ids[new1])
+	waitReadyPeer(t, ids[new2])
+	planetest.WaitFor(t, time.Minute, "svm served through v1.36.3 again", func() error {
+		if code, _, body := planetest.Get(t, cfg, svmPath); code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+}
+
+// TestExtensionServersStopped: with every peerdiscovery-apiserver replica
+// down, the filters route from their caches, and a server restarted
+// meanwhile answers 503 rather than 404; restarted, the replicas resync
+// them.
+func TestExtensionServersStopped(t *testing.T) {
+	readyPlane(t)
+	planetest.KeepExtensionsRunning(t, cluster)
+	planetest.KeepServersRunning(t, cluster, old)
+	for i := range cluster.Extensions() {
+		if err := cluster.StopExtension(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := cluster.AdminConfig(old)
+	planetest.WaitFor(t, time.Minute, "peerdiscovery.k8s.io unavailable", func() error {
+		if code, _, _ := planetest.Get(t, cfg, "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables"); code == http.StatusOK {
+			return fmt.Errorf("still served")
+		}
+		return nil
+	})
+	for i := 0; i < 20; i++ {
+		if code, _, body := planetest.Get(t, cfg, svmPath); code != http.StatusOK {
+			t.Fatalf("routing without peerdiscovery-apiserver: %d %s", code, body)
+		}
+	}
+	// The old server restarted now has empty routing caches and cannot
+	// fill them: for a GVR it does not serve it answers 503 (not a false
+	// 404) while its filter's sync grace lasts; what it serves stays local.
+	if err := cluster.StopAPIServer(old, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartAPIServer(old); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 10; i++ {
+		code, h, body := planetest.Get(t, cfg, svmPath)
+		if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(string(body), "not synced yet") {
+			t.Fatalf("restarted without peerdiscovery-apiserver: %d %s, want 503 with Retry-After", code, body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code, _, body := planetest.Get(t, cfg, "/api/v1/namespaces/default"); code != http.StatusOK {
+		t.Fatalf("a local GET on the restarted server: %d %s", code, body)
+	}
+	startExtensions(t, allExtensions()...)
+	planetest.WaitFor(t, time.Minute, "filter caches resynced", func() error {
+		if !planetest.FilterSynced(t, cluster, old) {
+			return fmt.Errorf("not synced")
+		}
+		if code, _, body := planetest.Get(t, cfg, svmPath); code != http.StatusOK {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+}
