@@ -31,6 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
+
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -125,12 +127,8 @@ func ParseAggregated(body []byte) ([]apidiscoveryv2.APIGroupDiscovery, error) {
 // GVRs is the set of resources an aggregated discovery document lists.
 func GVRs(groups []apidiscoveryv2.APIGroupDiscovery) map[schema.GroupVersionResource]bool {
 	out := map[schema.GroupVersionResource]bool{}
-	for _, g := range groups {
-		for _, v := range g.Versions {
-			for _, r := range v.Resources {
-				out[schema.GroupVersionResource{Group: g.Name, Version: v.Version, Resource: r.Resource}] = true
-			}
-		}
+	for gvr := range merge.Resources(groups) {
+		out[gvr] = true
 	}
 	return out
 }

@@ -281,7 +281,7 @@ func (v *ViewStore) decorateRoute(obj runtime.Object) {
 	t.Status.ReadyPeers = 0
 	for i := range t.Status.Peers {
 		p := &t.Status.Peers[i]
-		p.Ready = routable[p.ServerID] && !p.Left
+		p.Ready = v1alpha1.PeerReady(routable[p.ServerID], p.Left)
 		if p.Ready {
 			t.Status.ReadyPeers++
 		}
