@@ -289,7 +289,7 @@ func WriteExplain(w io.Writer, e Explain, color bool) error {
 	if len(e.Candidates) == 0 {
 		return p.err
 	}
-	title := "servers listed for the GVR"
+	title := "the other servers listed for the GVR" // the source is never a candidate
 	if e.Review.Decision == v1alpha1.RouteProxy {
 		title = "in the order tried"
 	}
