@@ -22,6 +22,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"sigs.k8s.io/peerdiscovery/internal/pki"
+
 	"k8s.io/client-go/rest"
 )
 
@@ -60,7 +62,7 @@ func (c *Cluster) UserConfig(i int, user string, groups []string) *rest.Config {
 	return c.clientConfig(i, kp)
 }
 
-func (c *Cluster) clientConfig(i int, kp *KeyPair) *rest.Config {
+func (c *Cluster) clientConfig(i int, kp *pki.KeyPair) *rest.Config {
 	s, err := c.server(i)
 	if err != nil {
 		panic(err)
@@ -70,7 +72,7 @@ func (c *Cluster) clientConfig(i int, kp *KeyPair) *rest.Config {
 
 // restConfig is a client-go config for host that verifies the server
 // against ca (as serverName, unless "") and authenticates with kp.
-func restConfig(host string, ca []byte, serverName string, kp *KeyPair) *rest.Config {
+func restConfig(host string, ca []byte, serverName string, kp *pki.KeyPair) *rest.Config {
 	return &rest.Config{
 		Host: host,
 		TLSClientConfig: rest.TLSClientConfig{

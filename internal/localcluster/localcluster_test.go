@@ -19,6 +19,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"sigs.k8s.io/peerdiscovery/internal/pki"
 )
 
 func TestPKI(t *testing.T) {
@@ -70,7 +72,7 @@ func TestSubnetAddresses(t *testing.T) {
 	}
 }
 
-func x509VerifyOptions(ca *KeyPair, dnsName string) x509.VerifyOptions {
+func x509VerifyOptions(ca *pki.KeyPair, dnsName string) x509.VerifyOptions {
 	return x509.VerifyOptions{Roots: ca.Pool(), DNSName: dnsName, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}
 }
 

@@ -27,25 +27,19 @@ import (
 	"sigs.k8s.io/peerdiscovery/internal/pki"
 )
 
-// KeyPair is a certificate, its private key, and both PEM-encoded.
-type KeyPair = pki.KeyPair
-
-// NewCA makes a self-signed certificate authority.
-func NewCA(commonName string) (*KeyPair, error) { return pki.NewCA(commonName) }
-
 // clusterPKI is every credential of a local cluster, generated in Go at start.
 type clusterPKI struct {
 	dir string
 
 	// ca signs the kube-apiservers' serving certificates and every client
 	// certificate (--client-ca-file, --peer-ca-file).
-	ca     *KeyPair
+	ca     *pki.KeyPair
 	caFile string
 	// admin is a system:masters client certificate.
-	admin *KeyPair
+	admin *pki.KeyPair
 	// frontProxyCA verifies the aggregator's (and the filter's) proxy
 	// client certificate (--requestheader-client-ca-file).
-	frontProxyCA     *KeyPair
+	frontProxyCA     *pki.KeyPair
 	frontProxyCAFile string
 	// frontProxyClient is --proxy-client-cert-file/--proxy-client-key-file.
 	frontProxyClientCert, frontProxyClientKey string
@@ -53,7 +47,7 @@ type clusterPKI struct {
 	saKeyFile, saPubFile string
 	// extCA signs peerdiscovery-apiserver's serving certificate; it is the
 	// APIService's caBundle.
-	extCA     *KeyPair
+	extCA     *pki.KeyPair
 	extCAFile string
 	// extServingCert/Key is shared by every replica (like a Deployment's
 	// Secret).

@@ -27,10 +27,11 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/peerdiscovery/internal/pki"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
-	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
@@ -145,7 +146,7 @@ func startBareProxy(tb testing.TB, target int) *rest.Config {
 		tb.Fatalf("building bareproxy: %v\n%s", err, out)
 	}
 	ip := net.ParseIP(cluster.HelperAddress())
-	ca, err := localcluster.NewCA("bareproxy-ca")
+	ca, err := pki.NewCA("bareproxy-ca")
 	if err != nil {
 		tb.Fatal(err)
 	}
