@@ -70,6 +70,10 @@ type Engine struct {
 	deletedGVs  map[schema.GroupVersion]bool
 	badLeases   map[string]string
 	initialized bool
+	// nextLapse is when the first live Lease lapses unless renewed: Run
+	// wakes then, so a server that stops renewing (frozen, crashed, cut
+	// off) is seen as gone at once, not at the next refresh.
+	nextLapse time.Time
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -84,8 +88,8 @@ type Engine struct {
 // peerState is what the engine knows of one peer beyond what it publishes.
 type peerState struct {
 	compute.Peer
-	// docFromLease: the documents are the departure record's resource
-	// list, not a read of the peer.
+	// docFromLease: the documents are the resource list its registration
+	// Lease records, not a read of the peer.
 	docFromLease bool
 	inflight     bool
 	tried        bool
@@ -129,7 +133,29 @@ func (e *Engine) Run(ctx context.Context) error {
 	ticker := e.clock.NewTicker(e.opts.RefreshInterval)
 	defer ticker.Stop()
 	e.reconcile(ctx, true)
+	var lapse clock.Timer
+	var lapseAt time.Time
+	defer func() {
+		if lapse != nil {
+			lapse.Stop()
+		}
+	}()
 	for {
+		// Wake when the first live Lease lapses (just after: a Lease is
+		// live up to its expiry).
+		if !e.nextLapse.Equal(lapseAt) {
+			if lapse != nil {
+				lapse.Stop()
+				lapse = nil
+			}
+			if lapseAt = e.nextLapse; !lapseAt.IsZero() {
+				lapse = e.clock.NewTimer(lapseAt.Sub(e.clock.Now()) + lapseSlack)
+			}
+		}
+		var lapsed <-chan time.Time
+		if lapse != nil {
+			lapsed = lapse.C()
+		}
 		// Publish as soon as every peer was tried (at once when there is
 		// none), without waiting for another event.
 		if !e.initialized {
@@ -145,6 +171,9 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 			e.reconcile(ctx, true)
+		case <-lapsed:
+			lapse, lapseAt = nil, time.Time{}
+			e.reconcile(ctx, false)
 		case <-e.trigger:
 			e.reconcile(ctx, false)
 		case r := <-e.results:
@@ -152,6 +181,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// lapseSlack is how long after a Lease's expiry Run looks at it again.
+const lapseSlack = 50 * time.Millisecond
 
 func (e *Engine) allTried() bool {
 	for _, p := range e.peers {

@@ -38,10 +38,14 @@ type observed struct {
 	// replica, whenever it started, gives it the same tombstone.
 	live   bool
 	goneAt time.Time
-	// departed: its registration Lease records a graceful shutdown; served
-	// is the resource list recorded with it (nil when there is none).
+	// departed: its registration Lease records a graceful shutdown.
 	departed bool
-	served   []peerlease.ServedResource
+	// served is what the server serves itself as its registration Lease
+	// records it (nil when it does not): its routes before this replica
+	// has read it, and its tombstone after it is gone.
+	served []peerlease.ServedResource
+	// expires is when a live identity's Leases lapse unless renewed.
+	expires time.Time
 	// retiredBy is the newer identity registered at the same endpoint.
 	retiredBy string
 	// acquired and renewed order the identities claiming one endpoint.
@@ -154,11 +158,19 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 				o.goneAt = gone
 			}
 		}
+		if ls.reg != nil {
+			o.served = ls.reg.Served
+		}
 		if o.departed {
-			o.goneAt, o.served = ls.reg.GoneAt(), ls.reg.Served
+			o.goneAt = ls.reg.GoneAt()
 		}
 		if o.live {
 			o.goneAt = time.Time{}
+			for _, r := range []*peerlease.Registration{ls.ident, ls.reg} {
+				if r != nil && r.Live(now) && r.Expires.After(o.expires) {
+					o.expires = r.Expires
+				}
+			}
 		}
 		out[id] = o
 	}

@@ -276,7 +276,7 @@ func TestEngineLeaseDeletedTombstone(t *testing.T) {
 }
 
 func TestEngineLeaseLapses(t *testing.T) {
-	short := peerlease.NewRegistrationLease(nil, idA, epA, "", t0) // 10s, never renewed
+	short := peerlease.NewRegistrationLease(nil, idA, epA, "", "", t0) // 10s, never renewed
 	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{short, regLease(idB, epB, "", t0)}})
 	h.scraper.set(epA, serve(document("v1.37.2")))
 	h.scraper.set(epB, serve(document("v1.37.2")))
@@ -330,7 +330,7 @@ func TestEngineEndpointMoves(t *testing.T) {
 	h.scraper.set("10.0.0.11:6443", serve(document("v1.37.2", grp("apps", ver("v1", "deployments")))))
 	h.start()
 	h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
-	l := peerlease.NewRegistrationLease(nil, idA, "10.0.0.11:6443", "v1.37.2", t0)
+	l := peerlease.NewRegistrationLease(nil, idA, "10.0.0.11:6443", "v1.37.2", "", t0)
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](86400)
 	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -76,6 +76,12 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 	}
 	e.lastClusterWide = cw
 
+	e.nextLapse = time.Time{}
+	for _, o := range obs {
+		if o.live && o.retiredBy == "" && !o.expires.IsZero() && (e.nextLapse.IsZero() || o.expires.Before(e.nextLapse)) {
+			e.nextLapse = o.expires
+		}
+	}
 	for id, o := range obs {
 		p := e.peers[id]
 		if o.retiredBy != "" {
@@ -109,6 +115,11 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			p.BinaryVersion = o.version
 		}
 		p.Sources = sortedSources(o.sources)
+		// Not read yet (this replica started after a crash of every
+		// replica, or cannot reach the peer): its routes are what its
+		// Lease records, not ready (503) until the first read, never
+		// missing (a false 404).
+		p.useRecordedList(o.served)
 		// A first read already in flight needs no second one: informer
 		// events (the initial list's among them) would otherwise read
 		// every new peer twice.

@@ -78,9 +78,10 @@ func sentButFailed(w http.ResponseWriter, r *http.Request, s runtime.NegotiatedS
 	responsewriters.ErrorNegotiated(status, s, gvr.GroupVersion(), w, r)
 }
 
-// isTimeout is true for a response header timeout, a dial or TLS timeout
-// and a deadline.
+// isTimeout is true for a response header timeout, a dial or TLS timeout,
+// a deadline, a connection that failed its health check and a peer the
+// view stopped: each time the peer did not answer.
 func isTimeout(err error) bool {
 	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout())
+	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) || lostConnection(err)
 }

@@ -53,9 +53,18 @@ import (
 // PeerProxiedHeader marks a request a peer already proxied (upstream's name).
 const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
 
-// DefaultRegistrationLeaseRetention is Options.RegistrationLeaseRetention's
-// default: six times peerdiscovery-apiserver's default --tombstone-period.
-const DefaultRegistrationLeaseRetention = time.Hour
+// Defaults of the registration Lease collection (Options).
+const (
+	// DefaultRegistrationLeaseRetention is peerdiscovery-apiserver's
+	// default --tombstone-period.
+	DefaultRegistrationLeaseRetention = 10 * time.Minute
+	// DefaultRegistrationLeaseMaxRetention bounds how long a Lease stays
+	// when peerdiscovery-apiserver is absent or out of reach.
+	DefaultRegistrationLeaseMaxRetention = time.Hour
+	// DefaultRegistrationLeaseGCInterval is about how often (jittered up
+	// to twice as long) the filter looks for Leases to collect.
+	DefaultRegistrationLeaseGCInterval = time.Minute
+)
 
 // Options carries what the filter takes from kube-apiserver's own flags.
 // The flag names and meaning are upstream's (--peer-ca-file,
@@ -87,14 +96,19 @@ type Options struct {
 	// peer is detected the same way over HTTP/1.1 and HTTP/2 and the client
 	// still gets a clear 504 from this server.
 	PeerResponseHeaderTimeout time.Duration
-	// RegistrationLeaseRetention is how long a registration Lease stays
-	// after its server departed or its Lease lapsed (default 1h); then any
-	// kube-apiserver's filter deletes it. It must exceed
-	// peerdiscovery-apiserver's --tombstone-period: the Lease is where
-	// every replica reads a departed server's tombstone from.
+	// RegistrationLeaseRetention is how long at least a registration
+	// Lease stays after its server departed or its Lease lapsed (default
+	// 10m); then any kube-apiserver's filter deletes it as soon as
+	// peerdiscovery-apiserver no longer lists the server, i.e. once its
+	// tombstone ended. The Lease is where every replica, even one started
+	// later, reads a gone server's tombstone from.
 	RegistrationLeaseRetention time.Duration
+	// RegistrationLeaseMaxRetention is how long a Lease stays at most
+	// (default 1h), whatever the view says: peerdiscovery-apiserver may be
+	// absent. It must exceed peerdiscovery-apiserver's --tombstone-period.
+	RegistrationLeaseMaxRetention time.Duration
 	// RegistrationLeaseGCInterval is about how often (jittered up to twice
-	// as long) the filter looks for such Leases (default 5m).
+	// as long) the filter looks for such Leases (default 1m).
 	RegistrationLeaseGCInterval time.Duration
 }
 
@@ -208,8 +222,11 @@ func New(opts Options) (*Filter, error) {
 	if opts.RegistrationLeaseRetention == 0 {
 		opts.RegistrationLeaseRetention = DefaultRegistrationLeaseRetention
 	}
+	if opts.RegistrationLeaseMaxRetention == 0 {
+		opts.RegistrationLeaseMaxRetention = DefaultRegistrationLeaseMaxRetention
+	}
 	if opts.RegistrationLeaseGCInterval == 0 {
-		opts.RegistrationLeaseGCInterval = 5 * time.Minute
+		opts.RegistrationLeaseGCInterval = DefaultRegistrationLeaseGCInterval
 	}
 	registerMetrics()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
@@ -228,6 +245,10 @@ func New(opts Options) (*Filter, error) {
 	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
 		return nil, err
 	}
+	// A peer the view marks not ready stops answering: its requests in
+	// flight end at once instead of waiting for a timeout.
+	f.proxy.peerReady = f.state.peerReady
+	f.state.onPeerStopped = f.proxy.inflight.stop
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
 }
@@ -278,7 +299,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	if err := f.state.start(ctx, loopback); err != nil {
 		return err
 	}
-	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.served, f.opts)
+	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.servedRecord, f.state.listsPeer, f.opts)
 	if err != nil {
 		return err
 	}

@@ -17,6 +17,7 @@ package filter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -62,6 +63,11 @@ const (
 //     tried (a safe method: repeating it changes nothing);
 //   - reached, any other method: never sent again, and answered 502 (504
 //     on a timeout) without Retry-After, so no client replays it either.
+//
+// An attempt ends at once when the view marks its peer not ready (it
+// stopped answering): it counts as a timeout of that peer, so a read with
+// no response byte written goes on to the next candidate and a write gets
+// 504; a watch's stream ends cleanly and the client watches again.
 func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int, longRunning bool) {
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)
@@ -86,6 +92,15 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
 	for _, peer := range res.Candidates {
+		// Bound to the peer before its readiness is checked: a peer
+		// stopped after the check ends this attempt, one stopped before
+		// fails the check.
+		actx, done := p.inflight.bind(ctx, peer.ID)
+		if p.peerReady != nil && !p.peerReady(peer.ID) {
+			done()
+			tried = append(tried, peer.ID)
+			continue
+		}
 		tw := &trackingWriter{ResponseWriter: w}
 		var reached bool
 		if upgrade {
@@ -95,9 +110,13 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
 			a := &attempt{}
-			p.reverseProxy(peer.Endpoint, longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(ctx, a.trace())))
+			p.reverseProxy(peer.Endpoint, longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
 			reached = a.wroteHeaders.Load()
 		}
+		if peerStopped(actx) && tw.err != nil {
+			tw.err = fmt.Errorf("%w: %v", errPeerStopped, tw.err)
+		}
+		done()
 		if tw.err == nil {
 			audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
@@ -266,6 +285,7 @@ func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.Reve
 				return err
 			}
 			if longRunning {
+				endCleanly(resp)
 				return nil // a stream: never held back
 			}
 			return readAhead(resp)
