@@ -16,7 +16,7 @@
 # Starts a real local mixed-version control plane and keeps it up until
 # Ctrl-C (or SIGTERM), then stops everything it started:
 #   - etcd ${ETCD_VERSION}, one kube-apiserver per --servers version (default
-#     ${KUBE_VERSIONS}) with the peerdiscovery filter linked in, and
+#     ${DEFAULT_KUBE_VERSIONS}) with the peerdiscovery filter linked in, and
 #     peerdiscovery-apiserver replicas registered through a real APIService,
 #   - all inside a sealed network namespace pd-<rand> (10.254.77.0/24 by
 #     default; nothing routes out), reachable from the host through a veth,
@@ -24,9 +24,10 @@
 #     version, at _output/local-up/kubeconfig.
 # Needs root (ip netns, unshare). Logs: _output/local-up/<run>/logs/.
 #
-# First builds what is missing or stale (hack/build-*.sh skip up-to-date
-# binaries; a cold kube-apiserver build takes ~9 min per version), then runs
-# cmd/local-up. Every argument is passed to it; see `--help`, e.g.
+# First builds what is missing or stale, and only what this plane starts
+# (hack/build-*.sh skip up-to-date binaries; a cold kube-apiserver build
+# takes ~9 min per version; cmd/local-up builds the kube-controller-manager
+# unless --no-controller-manager), then runs cmd/local-up. Every argument is passed to it; see `--help`, e.g.
 #   hack/local-up.sh --servers v1.36.3,v1.37.2 --extension-replicas 2 --tombstone-period 60s
 #
 # cmd/local-up is built and exec'd rather than `go run`: `go run` neither
@@ -67,7 +68,8 @@ versions=()
 if [[ -n "${servers}" ]]; then
   IFS=',' read -r -a versions <<<"${servers}"
 else
-  read -r -a versions <<<"${KUBE_VERSIONS}"
+  # The releases the plane starts by default (cmd/local-up --servers).
+  read -r -a versions <<<"${DEFAULT_KUBE_VERSIONS}"
 fi
 # Distinct versions only.
 mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/^$/d' | awk '!seen[$0]++')

@@ -139,3 +139,53 @@ with_lock() {
 
 # elapsed_since START_SECONDS prints "Ns".
 elapsed_since() { echo "$(($(date +%s) - ${1}))s"; }
+
+# Stages: hack/test.sh reports each stage of a run (seconds, and whether a
+# build was cached or built) in a table at the end. A stage appends one
+# tab-separated line (name, seconds, note) to ${PEERDISCOVERY_STAGE_FILE}
+# when it is set; scripts run by a stage (hack/build-all.sh) add their own.
+#
+# stage::run NAME CMD... runs CMD and records it; the note is what CMD
+# leaves in STAGE_NOTE (a shell function can set it), else "ran".
+stage::run() {
+  local name="${1}" start rc=0
+  shift
+  STAGE_NOTE=""
+  start="$(date +%s)"
+  log::info "=== ${name}"
+  "$@" || rc=$?
+  stage::record "${name}" "$(($(date +%s) - start))" "${STAGE_NOTE:-ran}$( ((rc == 0)) || echo ", failed (rc ${rc})")"
+  return "${rc}"
+}
+
+# stage::build NAME BINARY CMD... runs a build command as a stage: "built"
+# when BINARY changed, "cached" when the script found it up to date.
+stage::build() {
+  local name="${1}" bin="${2}" before after start rc=0
+  shift 2
+  before="$(stat -c %Y.%i "${bin}" 2>/dev/null || true)"
+  start="$(date +%s)"
+  "$@" || rc=$?
+  after="$(stat -c %Y.%i "${bin}" 2>/dev/null || true)"
+  local note="built"
+  [[ -n "${before}" && "${before}" == "${after}" ]] && note="cached"
+  ((rc == 0)) || note="failed (rc ${rc})"
+  stage::record "build ${name}" "$(($(date +%s) - start))" "${note}"
+  return "${rc}"
+}
+
+stage::record() {
+  [[ -n "${PEERDISCOVERY_STAGE_FILE:-}" ]] || return 0
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"${PEERDISCOVERY_STAGE_FILE}"
+}
+
+# stage::table prints the recorded stages and their total.
+stage::table() {
+  [[ -s "${PEERDISCOVERY_STAGE_FILE:-}" ]] || return 0
+  awk -F'\t' '
+    { rows[NR] = $0; if (length($1) > w) w = length($1) }
+    END {
+      printf "%-*s %8s  %s\n", w, "stage", "seconds", "cached or built"
+      for (i = 1; i <= NR; i++) { split(rows[i], f, "\t"); printf "%-*s %8d  %s\n", w, f[1], f[2], f[3] }
+    }' "${PEERDISCOVERY_STAGE_FILE}"
+}
