@@ -145,6 +145,14 @@ func (c CompletedConfig) New() (*Engine, error) {
 			return nil, err
 		}
 	}
+	heard := func() { e.leaseHeard.Store(e.clock.Now().UnixNano()) }
+	if _, err := e.leases.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(interface{}) { heard() },
+		UpdateFunc: func(old, cur interface{}) { heard() },
+		DeleteFunc: func(interface{}) { heard() },
+	}); err != nil {
+		return nil, err
+	}
 	if clients.Kube != nil {
 		e.broadcaster = record.NewBroadcaster()
 		e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})

@@ -376,10 +376,41 @@ func TestEngineSeesALapseWhenItHappens(t *testing.T) {
 	expires := h.clk.Now().Add(peerlease.DefaultDurationSeconds * time.Second)
 	// The engine handled the renewal (it publishes after each event).
 	eventually(t, "the engine saw the renewal", func() bool { return h.pub.count() > published })
-	// Past the expiry (14 s), before the next refresh tick (60 s).
+	// Other Leases renew meanwhile (the watch works), the last 1 s before
+	// a's expiry (14 s).
+	h.setTimeWithLeaseTraffic(expires.Add(-time.Second))
+	// Past the expiry, before the next refresh tick (60 s): only the
+	// lapse timer wakes the engine.
 	h.clk.SetTime(expires.Add(time.Second))
 	v := h.pub.waitFor(t, "a gone at its lapse", func(v compute.Output) bool { return leftAt(v, idA).Equal(expires) })
 	if rt := routeOf(v, "things.v1.only-a.example.com"); rt == nil || !rt.Status.Peers[0].Left {
 		t.Errorf("things: %+v, want a's tombstone", rt)
 	}
+}
+
+// A Lease watch that delivers nothing (stuck on a kube-apiserver that
+// stopped answering) does not make Leases seem to lapse: a server whose
+// renewals this replica cannot see is not marked gone, which would end
+// the requests in flight to it; it is at most one Lease duration late
+// when every server is really gone.
+func TestEngineStuckLeaseWatchDefersLapses(t *testing.T) {
+	opts := testOptions()
+	opts.RefreshInterval = time.Minute
+	h := newHarness(t, opts, seed{kube: []runtime.Object{recorded(t, idA, epA, t0, docA()), regLease(idB, epB, "v1.36.3", t0)}})
+	h.scraper.set(epA, serve(docA()))
+	h.scraper.set(epB, serve(docB()))
+	h.start()
+	h.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
+	expires := t0.Add(peerlease.DefaultDurationSeconds * time.Second)
+	// Nothing heard since t0; a's Lease expired a second ago.
+	h.clk.SetTime(expires.Add(time.Second))
+	n := h.pub.count()
+	h.eng.poke()
+	v := h.pub.waitFor(t, "a reconcile", func(compute.Output) bool { return h.pub.count() > n })
+	if leftAt(v, idA) != (time.Time{}) {
+		t.Fatalf("a marked gone at %s while the Lease watch was silent", leftAt(v, idA))
+	}
+	// One Lease duration later, gone anyway, at the time its Lease says.
+	h.clk.SetTime(expires.Add(maxLapseDelay + time.Second))
+	h.pub.waitFor(t, "a gone one Lease duration late", func(v compute.Output) bool { return leftAt(v, idA).Equal(expires) })
 }

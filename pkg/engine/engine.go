@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
 // Event reasons, one per peer transition.
@@ -74,6 +75,9 @@ type Engine struct {
 	// wakes then, so a server that stops renewing (frozen, crashed, cut
 	// off) is seen as gone at once, not at the next refresh.
 	nextLapse time.Time
+	// leaseHeard is when the Lease informer last delivered an event (Unix
+	// ns on the engine's clock): see lapseJudgeTime.
+	leaseHeard atomic.Int64
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -184,6 +188,33 @@ func (e *Engine) Run(ctx context.Context) error {
 
 // lapseSlack is how long after a Lease's expiry Run looks at it again.
 const lapseSlack = 50 * time.Millisecond
+
+// Lease lapses are judged only as far as this replica's Lease watch is
+// known to work. Live servers renew every peerlease.DefaultRenewInterval,
+// so a watch that delivered nothing for two of them is probably stuck (on
+// a kube-apiserver that stopped answering), and a Lease that seems to lapse
+// meanwhile may have been renewed unseen: marking that server gone would
+// end the requests in flight to it. So lapses are judged at the time up to
+// which the watch is trusted, and at most one Lease duration late (every
+// server may really be gone).
+const (
+	leaseWatchTrust = 2 * peerlease.DefaultRenewInterval
+	maxLapseDelay   = peerlease.DefaultDurationSeconds * time.Second
+)
+
+// lapseJudgeTime is the time at which Leases are judged live or lapsed:
+// now while the Lease watch is trusted, else the time it was last trusted,
+// but never more than maxLapseDelay before now.
+func (e *Engine) lapseJudgeTime(now time.Time) time.Time {
+	trusted := time.Unix(0, e.leaseHeard.Load()).Add(leaseWatchTrust)
+	if !trusted.Before(now) {
+		return now
+	}
+	if floor := now.Add(-maxLapseDelay); trusted.Before(floor) {
+		return floor
+	}
+	return trusted
+}
 
 func (e *Engine) allTried() bool {
 	for _, p := range e.peers {

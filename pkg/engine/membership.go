@@ -67,7 +67,10 @@ func newer(a *observed, aID string, b *observed, bID string) bool {
 // observe reads the informer caches into the current membership: every
 // identity a Lease names (live or not) and every address of the
 // default/kubernetes EndpointSlices no Lease claims.
-func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observed {
+//
+// Leases are judged live or lapsed at judgeAt (lapseJudgeTime), tombstones
+// at now.
+func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string]*observed {
 	logger := klog.FromContext(ctx)
 	type leases struct{ reg, ident *peerlease.Registration }
 	byID := map[string]*leases{}
@@ -137,7 +140,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 			if x.r.RenewTime.After(o.renewed) {
 				o.renewed = x.r.RenewTime
 			}
-			if !o.departed && x.r.Live(now) {
+			if !o.departed && x.r.Live(judgeAt) {
 				if !o.live {
 					// The first live Lease seen replaces what non-live
 					// ones said.
@@ -167,7 +170,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 		if o.live {
 			o.goneAt = time.Time{}
 			for _, r := range []*peerlease.Registration{ls.ident, ls.reg} {
-				if r != nil && r.Live(now) && r.Expires.After(o.expires) {
+				if r != nil && r.Live(judgeAt) && r.Expires.After(o.expires) {
 					o.expires = r.Expires
 				}
 			}

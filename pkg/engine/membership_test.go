@@ -158,7 +158,7 @@ func TestEngineIdentityLeases(t *testing.T) {
 
 	// Identity leases last an hour, but one not renewed for
 	// IdentityLeaseStaleAfter means its server is gone.
-	h.clk.Step(h.opts.IdentityLeaseStaleAfter + time.Second)
+	h.setTimeWithLeaseTraffic(h.clk.Now().Add(h.opts.IdentityLeaseStaleAfter + time.Second))
 	v = h.pub.waitFor(t, "the identity-only peer gone", func(v compute.Output) bool {
 		p := peerOf(v, "apiserver-abc")
 		return p != nil && p.Status.LeftTime != nil
@@ -282,7 +282,7 @@ func TestEngineLeaseLapses(t *testing.T) {
 	h.scraper.set(epB, serve(document("v1.37.2")))
 	h.start()
 	h.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
-	h.clk.Step(peerlease.DefaultDurationSeconds*time.Second + time.Second)
+	h.setTimeWithLeaseTraffic(h.clk.Now().Add(peerlease.DefaultDurationSeconds*time.Second + time.Second))
 	v := h.pub.waitFor(t, "a lapsed", func(v compute.Output) bool {
 		p := peerOf(v, idA)
 		return p != nil && p.Status.LeftTime != nil

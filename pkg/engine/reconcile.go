@@ -56,7 +56,7 @@ func (e *Engine) clusterWide() map[schema.GroupVersion]string {
 // peers, moved peers and, when CRDs or APIServices changed, every peer.
 func (e *Engine) reconcile(ctx context.Context, all bool) {
 	now := e.clock.Now()
-	obs := e.observe(ctx, now)
+	obs := e.observe(ctx, now, e.lapseJudgeTime(now))
 
 	cw := e.clusterWide()
 	changedCW := len(cw) != len(e.lastClusterWide)
@@ -78,8 +78,17 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 
 	e.nextLapse = time.Time{}
 	for _, o := range obs {
-		if o.live && o.retiredBy == "" && !o.expires.IsZero() && (e.nextLapse.IsZero() || o.expires.Before(e.nextLapse)) {
-			e.nextLapse = o.expires
+		if !o.live || o.retiredBy != "" || o.expires.IsZero() {
+			continue
+		}
+		// A Lease that expired unseen is judged at the latest one Lease
+		// duration later (lapseJudgeTime); a Lease event wakes Run sooner.
+		wake := o.expires
+		if !wake.After(now) {
+			wake = wake.Add(maxLapseDelay)
+		}
+		if e.nextLapse.IsZero() || wake.Before(e.nextLapse) {
+			e.nextLapse = wake
 		}
 	}
 	for id, o := range obs {
