@@ -27,6 +27,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
@@ -67,7 +68,7 @@ type registrar struct {
 // at once). Every replica of peerdiscovery-apiserver, started at any time,
 // reads this server's routes and tombstone from the Lease, whether it left
 // gracefully or crashed. It also collects Leases whose tombstone ended.
-func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) string, listed func(string) (bool, bool), opts Options) (*registrar, error) {
+func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) string, listed func(string) (bool, bool), opts Options, clk clock.PassiveClock) (*registrar, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func startRegistration(ctx context.Context, loopback *rest.Config, serverID, end
 		serverID: serverID, endpoint: endpoint, version: version, served: served, listed: listed,
 		retention: opts.RegistrationLeaseRetention, maxRetention: opts.RegistrationLeaseMaxRetention,
 		gcInterval: opts.RegistrationLeaseGCInterval,
-		now:        time.Now,
+		now:        clk.Now,
 	}
 	go r.run(ctx)
 	go r.collectLoop(ctx)

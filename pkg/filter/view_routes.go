@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -44,6 +45,7 @@ type routingState struct {
 	isSynced   atomic.Bool
 	generation atomic.Uint64
 	dirty      chan struct{}
+	clock      clock.PassiveClock
 	// onPeerStopped, when set, is called for each peer that was ready and
 	// no longer is (or is gone), after the table that says so is in use.
 	onPeerStopped func(id string)
@@ -52,7 +54,7 @@ type routingState struct {
 }
 
 func newRoutingState() *routingState {
-	s := &routingState{dirty: make(chan struct{}, 1)}
+	s := &routingState{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
 	s.current.Store(routing.NewTable(nil, nil))
 	return s
 }
@@ -226,7 +228,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	warned := false
-	start := time.Now()
+	start := s.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,7 +242,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 			}
 			return
 		}
-		if !warned && time.Since(start) > 10*time.Second {
+		if !warned && s.clock.Since(start) > 10*time.Second {
 			klog.FromContext(ctx).Info("peerdiscovery filter: peerdiscovery.k8s.io is not reachable yet; serving every request locally until it is")
 			warned = true
 		}

@@ -32,6 +32,7 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 )
 
 // proxier sends requests to peers over pooled transports: the peer CA
@@ -51,6 +52,11 @@ type proxier struct {
 	keyBytes []byte
 
 	transports atomic.Pointer[peerTransports]
+
+	// answers writes the filter's own Status answers; clock times the
+	// proxied requests. Both are set once, by WrapHandler and New.
+	answers answers
+	clock   clock.PassiveClock
 
 	// inflight lets the view end the requests in flight to a peer that
 	// stopped answering; peerReady is the view's readiness of a peer (nil:
@@ -90,7 +96,7 @@ func newProxier(caFile, certFile, keyFile, serverName string, headerTimeout time
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err)
 	}
-	p := &proxier{ca: ca, clientCert: cert, serverName: serverName, headerTimeout: headerTimeout}
+	p := &proxier{ca: ca, clientCert: cert, serverName: serverName, headerTimeout: headerTimeout, clock: clock.RealClock{}}
 	if err := p.rebuildTransport(); err != nil {
 		return nil, err
 	}
