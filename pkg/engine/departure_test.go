@@ -357,9 +357,11 @@ func TestEngineUnreadLivePeerRoutedFromItsLease(t *testing.T) {
 	}
 }
 
-// A server that stops renewing its Lease is gone when the Lease lapses,
-// not at the next refresh tick.
-func TestEngineSeesALapseWhenItHappens(t *testing.T) {
+// lapsingPeers runs an engine with a, whose Lease (renewed at t0, 10 s)
+// lapses unless renewed, and b, whose Lease lasts a day; both read and
+// ready. Refreshes are a minute apart, so only a lapse wakes the engine.
+func lapsingPeers(t *testing.T) *harness {
+	t.Helper()
 	opts := testOptions()
 	opts.RefreshInterval = time.Minute
 	h := newHarness(t, opts, seed{kube: []runtime.Object{recorded(t, idA, epA, t0, docA()), regLease(idB, epB, "v1.36.3", t0)}})
@@ -367,6 +369,13 @@ func TestEngineSeesALapseWhenItHappens(t *testing.T) {
 	h.scraper.set(epB, serve(docB()))
 	h.start()
 	h.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
+	return h
+}
+
+// A server that stops renewing its Lease is gone when the Lease lapses,
+// not at the next refresh tick.
+func TestEngineSeesALapseWhenItHappens(t *testing.T) {
+	h := lapsingPeers(t)
 	// Renewed once, 4 s in; then never again (frozen).
 	h.clk.Step(4 * time.Second)
 	published := h.pub.count()
@@ -394,13 +403,7 @@ func TestEngineSeesALapseWhenItHappens(t *testing.T) {
 // the requests in flight to it; it is at most one Lease duration late
 // when every server is really gone.
 func TestEngineStuckLeaseWatchDefersLapses(t *testing.T) {
-	opts := testOptions()
-	opts.RefreshInterval = time.Minute
-	h := newHarness(t, opts, seed{kube: []runtime.Object{recorded(t, idA, epA, t0, docA()), regLease(idB, epB, "v1.36.3", t0)}})
-	h.scraper.set(epA, serve(docA()))
-	h.scraper.set(epB, serve(docB()))
-	h.start()
-	h.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
+	h := lapsingPeers(t)
 	expires := t0.Add(peerlease.DefaultDurationSeconds * time.Second)
 	// Nothing heard since t0; a's Lease expired a second ago.
 	h.clk.SetTime(expires.Add(time.Second))
