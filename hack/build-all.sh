@@ -16,7 +16,8 @@
 # Builds everything the local control plane and the tests run, cached under
 # _output/ by version: etcd, kubectl, kube-apiserver (every version in
 # KUBE_VERSIONS, with the filter), kube-controller-manager
-# (KUBE_CONTROLLER_MANAGER_VERSION), upstream's e2e.test of the newest
+# (KUBE_CONTROLLER_MANAGER_VERSION), kubelet, kube-scheduler and kube-proxy
+# (KUBE_NODE_VERSION), upstream's e2e.test of the newest
 # release (hack/conformance.sh) and peerdiscovery-apiserver. The plain upstream kube-apiserver
 # (hack/build-kube-apiserver-upstream.sh) is built on demand only.
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
@@ -33,6 +34,11 @@ done
 # rolling upgrade.
 stage::build "kube-controller-manager ${KUBE_CONTROLLER_MANAGER_VERSION}" "$(kube_controller_manager_bin "${KUBE_CONTROLLER_MANAGER_VERSION}")" \
   "${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_CONTROLLER_MANAGER_VERSION}"
+# The node components of the node-based plane (and kube-scheduler's image).
+for c in kubelet kube-scheduler kube-proxy; do
+  KUBE_NODE_COMPONENTS="${c}" stage::build "${c} ${KUBE_NODE_VERSION}" "${BIN_DIR}/${c}-${KUBE_NODE_VERSION}/${c}" \
+    "${REPO_ROOT}/hack/build-kube-node.sh" "${KUBE_NODE_VERSION}"
+done
 # Upstream's own tests, run through every server by test/conformance.
 newest="${KUBE_VERSIONS##* }"
 stage::build "e2e.test ${newest}" "$(e2e_test_bin "${newest}")" "${REPO_ROOT}/hack/build-e2e-test.sh"

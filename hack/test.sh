@@ -50,6 +50,14 @@ hack/build-all.sh
 
 stage::run "verify deploy manifests" hack/verify-manifests.sh
 
+# The container images (OCI archives, no daemon; hack/build-all.sh built
+# their binaries) and hack/images's checks of them: user, entrypoint, no
+# shell, static binaries, the filter in kube-apiserver, the Dockerfile's
+# build flags.
+stage::run "container images (hack/build-images.sh)" hack/build-images.sh
+image_checks() { (cd hack/images && go vet ./... && PEERDISCOVERY_IMAGES_REQUIRED=1 go test -count=1 ./...); }
+stage::run "container image checks (hack/images)" image_checks
+
 # Unit tests may be served from go test's cache: their inputs are all Go
 # files go test sees.
 unit_tests() {

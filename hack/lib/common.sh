@@ -25,6 +25,9 @@
 #   _output/bin/kube-apiserver-v1.37.2/kube-apiserver (+ .stamp)
 #   _output/bin/kube-apiserver-upstream-v1.37.2/kube-apiserver (+ .stamp)
 #   _output/bin/kube-controller-manager-v1.36.3/kube-controller-manager (+ .stamp)
+#   _output/bin/kubelet-v1.36.3/kubelet, kube-scheduler-v1.36.3/kube-scheduler,
+#     kube-proxy-v1.36.3/kube-proxy (+ .stamp)   the node-based plane
+#   _output/images/*.tar                OCI image archives (hack/build-images.sh)
 #   _output/build/<name>-<version>/   generated wrapper Go modules
 #   _output/tmp/                      scratch space for smoke tests
 #
@@ -57,10 +60,14 @@ KUBE_VERSIONS="v1.35.4 ${DEFAULT_KUBE_VERSIONS}"
 # The kube-controller-manager test/controllers and local-up run: the oldest
 # release of the default control plane.
 KUBE_CONTROLLER_MANAGER_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
+# The node components of the node-based plane (hack/local-up.sh --nodes):
+# kubelet, kube-scheduler and kube-proxy of the oldest release it runs, as
+# on a node not upgraded yet.
+KUBE_NODE_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 KUBECTL_VERSION="v1.37.2"
 
 export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
-export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBECTL_VERSION
+export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBE_NODE_VERSION KUBECTL_VERSION
 
 # Paths of the built binaries.
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
@@ -69,6 +76,9 @@ kube_apiserver_bin() { echo "${BIN_DIR}/kube-apiserver-${1:?version}/kube-apiser
 # Plain upstream binaries of a release, without the filter.
 kube_apiserver_upstream_bin() { echo "${BIN_DIR}/kube-apiserver-upstream-${1:?version}/kube-apiserver"; }
 kube_controller_manager_bin() { echo "${BIN_DIR}/kube-controller-manager-${1:?version}/kube-controller-manager"; }
+kubelet_bin() { echo "${BIN_DIR}/kubelet-${1:?version}/kubelet"; }
+kube_scheduler_bin() { echo "${BIN_DIR}/kube-scheduler-${1:?version}/kube-scheduler"; }
+kube_proxy_bin() { echo "${BIN_DIR}/kube-proxy-${1:?version}/kube-proxy"; }
 # Upstream's e2e test binary of a release (hack/build-e2e-test.sh).
 e2e_test_bin() { echo "${BIN_DIR}/e2e-test-${1:?version}/e2e.test"; }
 
