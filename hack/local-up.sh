@@ -30,6 +30,14 @@
 # unless --no-controller-manager), then runs cmd/local-up. Every argument is passed to it; see `--help`, e.g.
 #   hack/local-up.sh --servers v1.36.3,v1.37.2 --extension-replicas 2 --tombstone-period 60s
 #
+# With --nodes, the same plane runs the way kubeadm clusters run: one node
+# per kube-apiserver (containerd, runc, CNI and a kubelet of the oldest
+# release), the kube-apiservers as static pods from the images of
+# hack/build-images.sh, and peerdiscovery-apiserver installed with
+# `kubectl apply -k` of artifacts/deploy/overlays/ha (see
+# internal/localcluster's NodesSpec); it also installs the Debian packages
+# it needs with apt-get.
+#
 # cmd/local-up is built and exec'd rather than `go run`: `go run` neither
 # forwards SIGINT/SIGTERM to the program nor exits with it, so a `kill -INT`
 # sent to this script would leave the cluster running.
@@ -40,6 +48,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # --output-dir also decides where the binaries go; find it (and --servers)
 # before sourcing common.sh, which reads PEERDISCOVERY_OUTPUT_DIR.
 servers=""
+nodes=0
 output_dir_arg=""
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
@@ -48,6 +57,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   --output-dir) output_dir_arg="${args[i + 1]:-}" ;;
   --servers=*) servers="${args[i]#*=}" ;;
   --servers) servers="${args[i + 1]:-}" ;;
+  --nodes) nodes=1 ;;
   -h | --help)
     cd "${HACK_DIR}/.." && exec go run ./cmd/local-up --help
     ;;
@@ -77,6 +87,14 @@ mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/
 "${HACK_DIR}/build-etcd.sh"
 "${HACK_DIR}/build-kubectl.sh"
 "${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
+if ((nodes)); then
+  # containerd, runc, the CNI plugins, iptables (apt-get when missing);
+  # the images and the node binaries (local-up also runs
+  # hack/build-images.sh, which skips nothing but is quick once the
+  # binaries are built).
+  "${HACK_DIR}/install-node-deps.sh"
+  "${HACK_DIR}/build-kube-node.sh"
+fi
 
 # local-up itself (re)builds peerdiscovery-apiserver (go build, incremental).
 log::info "building local-up and the kubectl plugin"

@@ -81,6 +81,7 @@ scale_tests() {
 stage::run "scale tests: 5 peers x 5,000 GVRs (no race detector, which multiplies memory and time)" scale_tests
 
 stage::run "test dependencies (the Kubernetes Python client)" hack/install-test-deps.sh
+stage::run "node dependencies (containerd, runc, CNI plugins, iptables)" hack/install-node-deps.sh
 
 # These packages start real etcd and kube-apiservers from _output/bin in
 # network namespaces of their own (a subnet each); PEERDISCOVERY_E2E=1 turns
@@ -91,9 +92,12 @@ e2e() {
   PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -p 1 -timeout 60m "$@"
 }
 end_to_end() {
-  local waiting=(./test/conformance ./test/upgradedrill) busy waiting_pid busy_rc=0 waiting_rc=0
+  # test/nodeplane (the node-based plane: kubelets, static pods, the
+  # extension as a Deployment, one node upgraded) waits on kubelets and
+  # containers too.
+  local waiting=(./test/conformance ./test/upgradedrill ./test/nodeplane) busy waiting_pid busy_rc=0 waiting_rc=0
   # -race as in the run: a package built only without it (test/scale) drops out.
-  mapfile -t busy < <(go list -race ./test/... | grep -v -e '/test/conformance$' -e '/test/upgradedrill$')
+  mapfile -t busy < <(go list -race ./test/... | grep -v -e '/test/conformance$' -e '/test/upgradedrill$' -e '/test/nodeplane$')
   e2e "${waiting[@]}" >"${OUTPUT_DIR}/e2e-test-waiting.log" 2>&1 &
   waiting_pid=$!
   e2e "${busy[@]}" 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log" || busy_rc=$?

@@ -126,6 +126,13 @@ rules:
 // AuditLogPath is the audit log of kube-apiserver i (JSON lines,
 // audit.k8s.io/v1 Events).
 func (c *Cluster) AuditLogPath(i int) string {
+	if c.nodes != nil {
+		return filepath.Join(c.nodeAuditDir(i), "audit.log")
+	}
+	return c.processAuditLogPath(i)
+}
+
+func (c *Cluster) processAuditLogPath(i int) string {
 	return filepath.Join(c.logDir, fmt.Sprintf("kube-apiserver-%d-audit.log", i))
 }
 
