@@ -82,6 +82,10 @@ stage::run "scale tests: 5 peers x 5,000 GVRs (no race detector, which multiplie
 
 stage::run "test dependencies (the Kubernetes Python client)" hack/install-test-deps.sh
 stage::run "node dependencies (containerd, runc, CNI plugins, iptables)" hack/install-node-deps.sh
+node_cleanup_test() {
+  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -run '^TestNodeCleanupAfterCrash$' ./internal/localcluster
+}
+stage::run "the node-based plane's cleanup after a crashed harness (containerd, kubelet, a Pod)" node_cleanup_test
 
 # These packages start real etcd and kube-apiservers from _output/bin in
 # network namespaces of their own (a subnet each); PEERDISCOVERY_E2E=1 turns

@@ -215,11 +215,29 @@ func (c *Cluster) startNodes(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = c.waitReadyz(ctx, np.nodes[i].kubelet, s.name+" "+s.spec.Version+" (static pod)", c.AdminConfig(i))
+			if err := c.waitReadyz(ctx, np.nodes[i].kubelet, s.name+" "+s.spec.Version+" (static pod)", c.AdminConfig(i)); err != nil {
+				errs[i] = fmt.Errorf("%w\nlast lines of its container's log:\n%s", err, np.nodes[i].containerLogTail("kube-apiserver", 30))
+			}
 		}()
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// containerLogTail is the end of the newest log of the node's container
+// named name (any Pod), from the kubelet's Pod logs.
+func (n *node) containerLogTail(name string, lines int) string {
+	logs, _ := filepath.Glob(filepath.Join(n.podLogsDir(), "*", name, "*.log"))
+	newest, at := "", time.Time{}
+	for _, l := range logs {
+		if st, err := os.Stat(l); err == nil && st.ModTime().After(at) {
+			newest, at = l, st.ModTime()
+		}
+	}
+	if newest == "" {
+		return "(no container log yet)"
+	}
+	return newest + ":\n" + tailFile(newest, lines)
 }
 
 // startNode makes node n's folders, cgroups, holder and containerd.
@@ -338,14 +356,16 @@ func (c *Cluster) stopNodes() error {
 			errs = append(errs, n.holder.stop(syscall.SIGTERM, 2*time.Second))
 		}
 	}
-	errs = append(errs, cleanNodeCgroups(np.runID))
+	errs = append(errs, cleanNodeRun(c.runDir, np.runID))
 	return errors.Join(errs...)
 }
 
-// cleanNodeCgroups kills whatever is left in a run's cgroups (shims,
+// cleanNodeRun kills whatever is left in a run's cgroups (shims,
 // containers) and removes them, then removes the run's runtime folder (its
-// tmpfs mounts lived in the nodes' own mount namespaces only).
-func cleanNodeCgroups(runID string) error {
+// tmpfs mounts lived in the nodes' own mount namespaces only) and the
+// nodes' containerd roots (the unpacked images, ~1 GB a node). A no-op for
+// a run of the process plane.
+func cleanNodeRun(runDir, runID string) error {
 	rel := filepath.Join(cgroupBase, runID)
 	var errs []error
 	if err := killCgroup(rel, 15*time.Second); err != nil {
@@ -356,6 +376,14 @@ func cleanNodeCgroups(runID string) error {
 	}
 	if err := os.RemoveAll(filepath.Join(nodeRuntimeBase, runID)); err != nil {
 		errs = append(errs, err)
+	}
+	if len(errs) == 0 {
+		roots, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "containerd"))
+		for _, r := range roots {
+			if err := os.RemoveAll(r); err != nil {
+				errs = append(errs, err)
+			}
+		}
 	}
 	return errors.Join(errs...)
 }
@@ -473,4 +501,50 @@ func (c *Cluster) Nodes() []NodeInfo {
 			KubeletLog: c.logPath(n.name + "-kubelet"), ContainerdLog: c.logPath(n.name + "-containerd"), PodLogsDir: n.podLogsDir()})
 	}
 	return out
+}
+
+// NodeUsage is what a node's cgroups used: system is its containerd,
+// kubelet and shims, pods its containers.
+type NodeUsage struct {
+	Name string
+	// CPU is the CPU time used since the node started; Memory the memory
+	// in use now (cgroup v1 memory.usage_in_bytes, page cache included).
+	SystemCPU, PodsCPU       time.Duration
+	SystemMemory, PodsMemory int64
+}
+
+// NodesUsage reads every node's cgroups (cpuacct and memory).
+func (c *Cluster) NodesUsage() ([]NodeUsage, error) {
+	if c.nodes == nil {
+		return nil, errors.New("not a node-based plane")
+	}
+	read := func(hierarchy, rel, file string) (int64, error) {
+		b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", hierarchy, rel, file))
+		if err != nil {
+			return 0, err
+		}
+		return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	}
+	var out []NodeUsage
+	for _, n := range c.nodes.nodes {
+		u := NodeUsage{Name: n.name}
+		var err error
+		var ns int64
+		if ns, err = read("cpuacct", filepath.Join(n.cgroup, "system"), "cpuacct.usage"); err != nil {
+			return nil, err
+		}
+		u.SystemCPU = time.Duration(ns)
+		if ns, err = read("cpuacct", filepath.Join(n.cgroup, "kubepods"), "cpuacct.usage"); err != nil {
+			return nil, err
+		}
+		u.PodsCPU = time.Duration(ns)
+		if u.SystemMemory, err = read("memory", filepath.Join(n.cgroup, "system"), "memory.usage_in_bytes"); err != nil {
+			return nil, err
+		}
+		if u.PodsMemory, err = read("memory", filepath.Join(n.cgroup, "kubepods"), "memory.usage_in_bytes"); err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, nil
 }

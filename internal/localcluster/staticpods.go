@@ -74,7 +74,7 @@ func (c *Cluster) podKubeAPIServerArgs(s *kubeServer) ([]string, error) {
 		p.saPubFile:                              podPKIDir + "/sa.pub",
 		filepath.Join(c.runDir, auditPolicyFile): podAuditPolicy,
 		filepath.Join(c.runDir, s.name):          "/tmp/kube-apiserver", // --cert-dir: unused with a serving certificate
-		c.processAuditLogPath(s.index):           podAuditDir + "/audit.log",
+		c.AuditLogPath(s.index):                  podAuditDir + "/audit.log",
 	}
 	all := c.kubeAPIServerArgs(s)
 	base, extra := all[:len(all)-len(s.spec.ExtraFlags)], all[len(all)-len(s.spec.ExtraFlags):]
@@ -299,10 +299,13 @@ func (c *Cluster) UpgradeStaticPod(ctx context.Context, i int, version string, d
 	if err := copyFile(c.ManifestPath(i), filepath.Join(backup, "kube-apiserver.yaml"), 0o600); err != nil {
 		return st, err
 	}
-	old := s.spec
+	old, oldBinary := s.spec, s.binary
 	s.spec.Version = version
+	// The host's binary of the release answers which flags it has
+	// (hasFlag); hack/build-images.sh built it for the image.
+	s.binary = filepath.Join(c.cfg.binDir(), "kube-apiserver-"+version, "kube-apiserver")
 	if err := c.writeKubeAPIServerManifest(n, s); err != nil {
-		s.spec = old
+		s.spec, s.binary = old, oldBinary
 		return st, err
 	}
 	st.Swapped = time.Now()
