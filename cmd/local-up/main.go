@@ -99,6 +99,9 @@ func main() {
 		Logf:                log.Printf,
 	}
 	cfg.Nodes.Enabled = *nodes
+	if *nodes && !pflag.CommandLine.Changed("timeout") {
+		cfg.StartTimeout = 0 // the node-based plane's default
+	}
 	if *replicas == 0 {
 		cfg.ExtensionReplicas = -1
 	}

@@ -168,6 +168,11 @@ func (c *Config) completeNodes() error {
 	if len(c.ControllerManager.Controllers) == 0 {
 		c.ControllerManager.Controllers = []string{"*"}
 	}
+	// Images imported on every node, a Deployment rolled out: slower
+	// than processes.
+	if c.StartTimeout == 0 {
+		c.StartTimeout = DefaultNodesStartTimeout
+	}
 	// The extension runs as the manifests' Deployment, not as processes.
 	c.ExtensionReplicas = -1
 	if c.ExtensionDirect {
@@ -352,6 +357,10 @@ images:
 	c.cfg.Logf("Deployment %s/%s rolled out in %s", ExtensionNamespace, ExtensionDeployment, time.Since(start).Round(100*time.Millisecond))
 	return c.WaitExtensionAvailable(ctx)
 }
+
+// DefaultNodesStartTimeout is Config.StartTimeout's default on the
+// node-based plane.
+const DefaultNodesStartTimeout = 12 * time.Minute
 
 // ExtensionDeployment is the Deployment of artifacts/deploy/base.
 const ExtensionDeployment = "peerdiscovery-apiserver"
