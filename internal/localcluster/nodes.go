@@ -507,8 +507,9 @@ func (c *Cluster) Nodes() []NodeInfo {
 // kubelet and shims, pods its containers.
 type NodeUsage struct {
 	Name string
-	// CPU is the CPU time used since the node started; Memory the memory
-	// in use now (cgroup v1 memory.usage_in_bytes, page cache included).
+	// CPU is the CPU time used since the node started; Memory the
+	// resident memory now (cgroup v1 memory.stat total_rss: without the
+	// page cache, which the images' import fills).
 	SystemCPU, PodsCPU       time.Duration
 	SystemMemory, PodsMemory int64
 }
@@ -538,13 +539,27 @@ func (c *Cluster) NodesUsage() ([]NodeUsage, error) {
 			return nil, err
 		}
 		u.PodsCPU = time.Duration(ns)
-		if u.SystemMemory, err = read("memory", filepath.Join(n.cgroup, "system"), "memory.usage_in_bytes"); err != nil {
+		if u.SystemMemory, err = cgroupRSS(filepath.Join(n.cgroup, "system")); err != nil {
 			return nil, err
 		}
-		if u.PodsMemory, err = read("memory", filepath.Join(n.cgroup, "kubepods"), "memory.usage_in_bytes"); err != nil {
+		if u.PodsMemory, err = cgroupRSS(filepath.Join(n.cgroup, "kubepods")); err != nil {
 			return nil, err
 		}
 		out = append(out, u)
 	}
 	return out, nil
+}
+
+// cgroupRSS is total_rss of the v1 memory cgroup rel (it and below).
+func cgroupRSS(rel string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/memory", rel, "memory.stat"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "total_rss "); ok {
+			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no total_rss in %s", rel)
 }

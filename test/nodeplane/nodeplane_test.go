@@ -426,10 +426,32 @@ func TestUpgrade(t *testing.T) {
 	if e, n := res.InformersEqual(); e != n {
 		t.Errorf("informers equal to the final quorum list: %d of %d: %+v", e, n, res.Informers)
 	}
+	// Errors left after client-go's retries, by cause.
+	type cause struct {
+		verb, kind string
+		code       int
+		reason     string
+	}
+	causes := map[cause][]upgradedrill.Sample{}
+	var order []cause
 	for _, s := range res.Samples {
-		if s.Code != 200 {
-			t.Logf("failed after client-go's retries: at %.1fs on kube-apiserver-%d: %s %s: %d %s", s.At.Seconds(), s.Server, s.Verb, s.Kind, s.Code, s.Err)
+		if s.Code == 200 {
+			continue
 		}
+		reason := s.Err
+		if i := strings.Index(reason, ": "); i >= 0 && s.Code == 409 {
+			reason = reason[i+2:] // the object's name first: the same cause
+		}
+		c := cause{s.Verb, s.Kind, s.Code, reason}
+		if _, ok := causes[c]; !ok {
+			order = append(order, c)
+		}
+		causes[c] = append(causes[c], s)
+	}
+	for _, c := range order {
+		first := causes[c][0]
+		t.Logf("left after client-go's retries: %d × %s %s: %d %s (first at %.1fs on kube-apiserver-%d: %s)",
+			len(causes[c]), c.verb, c.kind, c.code, c.reason, first.At.Seconds(), first.Server, first.Err)
 	}
 	if restart == 0 {
 		t.Error("the extension's rollout restart did not run")
