@@ -17,6 +17,7 @@ package nodeplane
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,13 +54,20 @@ func kubectl(t *testing.T, args ...string) string {
 	return out
 }
 
-func podList(t *testing.T, args ...string) corev1.PodList {
-	t.Helper()
+// tryKubectl is kubectl returning its error (inside a WaitFor).
+func tryKubectl(args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	return cluster.KubectlContext(ctx, args...)
+}
+
+func podList(args ...string) (corev1.PodList, error) {
 	var pods corev1.PodList
-	if err := json.Unmarshal([]byte(kubectl(t, append([]string{"get", "pods", "-o", "json"}, args...)...)), &pods); err != nil {
-		t.Fatal(err)
+	out, err := tryKubectl(append([]string{"get", "pods", "-o", "json"}, args...)...)
+	if err != nil {
+		return pods, err
 	}
-	return pods
+	return pods, json.Unmarshal([]byte(out), &pods)
 }
 
 func podReady(p corev1.Pod) bool {
@@ -77,27 +85,42 @@ func podReady(p corev1.Pod) bool {
 func checkStaticPods(t *testing.T) {
 	t.Helper()
 	t.Logf("kubectl get pods -A -o wide:\n%s", kubectl(t, "get", "pods", "-A", "-o", "wide"))
-	pods := podList(t, "-n", "kube-system")
-	byName := map[string]corev1.Pod{}
-	for _, p := range pods.Items {
-		byName[p.Name] = p
-	}
+	// Mirror pods follow the kubelets' status updates.
+	planetest.WaitFor(t, 2*time.Minute, "the static pods' mirror pods Running and Ready", func() error {
+		pods, err := podList("-n", "kube-system")
+		if err != nil {
+			return err
+		}
+		byName := map[string]corev1.Pod{}
+		for _, p := range pods.Items {
+			byName[p.Name] = p
+		}
+		var errs []error
+		for i, s := range cluster.Servers() {
+			node := fmt.Sprintf("node-%d", i)
+			p, ok := byName["kube-apiserver-"+node]
+			if !ok {
+				errs = append(errs, fmt.Errorf("no mirror pod kube-apiserver-%s in kube-system", node))
+				continue
+			}
+			if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror {
+				errs = append(errs, fmt.Errorf("%s is not a mirror pod", p.Name))
+			}
+			if p.Spec.NodeName != node || !p.Spec.HostNetwork || p.Status.Phase != corev1.PodRunning || !podReady(p) {
+				errs = append(errs, fmt.Errorf("%s: node %s, hostNetwork %v, phase %s, ready %v", p.Name, p.Spec.NodeName, p.Spec.HostNetwork, p.Status.Phase, podReady(p)))
+			}
+			if img := p.Spec.Containers[0].Image; img != localcluster.KubeAPIServerImage(s.Version) {
+				errs = append(errs, fmt.Errorf("%s runs %s, want %s", p.Name, img, localcluster.KubeAPIServerImage(s.Version)))
+			}
+		}
+		for _, name := range []string{"kube-controller-manager-node-0", "kube-scheduler-node-0"} {
+			if p, ok := byName[name]; !ok || p.Status.Phase != corev1.PodRunning {
+				errs = append(errs, fmt.Errorf("mirror pod %s missing or not Running", name))
+			}
+		}
+		return errors.Join(errs...)
+	})
 	for i, s := range cluster.Servers() {
-		node := fmt.Sprintf("node-%d", i)
-		p, ok := byName["kube-apiserver-"+node]
-		if !ok {
-			t.Errorf("no mirror pod kube-apiserver-%s in kube-system", node)
-			continue
-		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; !mirror {
-			t.Errorf("%s is not a mirror pod", p.Name)
-		}
-		if p.Spec.NodeName != node || !p.Spec.HostNetwork || p.Status.Phase != corev1.PodRunning || !podReady(p) {
-			t.Errorf("%s: node %s, hostNetwork %v, phase %s, ready %v", p.Name, p.Spec.NodeName, p.Spec.HostNetwork, p.Status.Phase, podReady(p))
-		}
-		if img := p.Spec.Containers[0].Image; img != localcluster.KubeAPIServerImage(s.Version) {
-			t.Errorf("%s runs %s, want %s", p.Name, img, localcluster.KubeAPIServerImage(s.Version))
-		}
 		code, _, body := planetest.Get(t, cluster.AdminConfig(i), "/readyz?verbose")
 		if code != 200 || !strings.Contains(string(body), "[+]peerdiscovery-filter ok") {
 			t.Errorf("%s /readyz: %d, the filter's check missing:\n%s", s.Name, code, body)
@@ -108,11 +131,6 @@ func checkStaticPods(t *testing.T) {
 		}
 		if err := json.Unmarshal(body, &v); code != 200 || err != nil || v.GitVersion != s.Version {
 			t.Errorf("%s /version: %d %s, want %s", s.Name, code, body, s.Version)
-		}
-	}
-	for _, name := range []string{"kube-controller-manager-node-0", "kube-scheduler-node-0"} {
-		if p, ok := byName[name]; !ok || p.Status.Phase != corev1.PodRunning {
-			t.Errorf("mirror pod %s missing or not Running", name)
 		}
 	}
 }
@@ -195,24 +213,32 @@ func checkExtension(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods := podList(t, "-n", localcluster.ExtensionNamespace, "-l", "app.kubernetes.io/name=peerdiscovery")
-	nodes := sets.New[string]()
-	ready := 0
-	for _, p := range pods.Items {
-		if p.DeletionTimestamp != nil {
-			continue
+	// The controllers (Deployment, disruption) may still be catching up
+	// after a rollout or a restart of kube-controller-manager.
+	planetest.WaitFor(t, 2*time.Minute, "two Ready Pods of the extension on two nodes", func() error {
+		pods, err := podList("-n", localcluster.ExtensionNamespace, "-l", "app.kubernetes.io/name=peerdiscovery")
+		if err != nil {
+			return err
 		}
-		if p.Spec.Containers[0].Image != img {
-			t.Errorf("%s runs %s, want %s", p.Name, p.Spec.Containers[0].Image, img)
+		nodes := sets.New[string]()
+		ready := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Spec.Containers[0].Image != img {
+				return fmt.Errorf("%s runs %s, want %s", p.Name, p.Spec.Containers[0].Image, img)
+			}
+			if p.Status.Phase == corev1.PodRunning && podReady(p) {
+				ready++
+				nodes.Insert(p.Spec.NodeName)
+			}
 		}
-		if p.Status.Phase == corev1.PodRunning && podReady(p) {
-			ready++
-			nodes.Insert(p.Spec.NodeName)
+		if ready != 2 || nodes.Len() != 2 {
+			return fmt.Errorf("%d Ready Pods on nodes %v, want 2 on two nodes (anti-affinity)", ready, sets.List(nodes))
 		}
-	}
-	if ready != 2 || nodes.Len() != 2 {
-		t.Errorf("%d Ready Pods on nodes %v, want 2 on two nodes (anti-affinity)", ready, sets.List(nodes))
-	}
+		return nil
+	})
 	pids := extensionProcesses(t)
 	if len(pids) < 2 {
 		t.Errorf("%d peerdiscovery-apiserver processes on the host, want 2", len(pids))
@@ -235,14 +261,26 @@ func checkExtension(t *testing.T) {
 			}
 		}
 	}
-	pdb := kubectl(t, "get", "pdb", "-n", localcluster.ExtensionNamespace, "peerdiscovery-apiserver", "-o", "jsonpath={.status.currentHealthy} {.status.disruptionsAllowed}")
-	if pdb != "2 1" {
-		t.Errorf("PodDisruptionBudget: currentHealthy, disruptionsAllowed = %q, want \"2 1\"", pdb)
-	}
-	avail := kubectl(t, "get", "apiservice", localcluster.APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
-	if avail != "True" {
-		t.Errorf("APIService %s Available=%q", localcluster.APIServiceName, avail)
-	}
+	planetest.WaitFor(t, 2*time.Minute, "the PodDisruptionBudget to allow one disruption of two", func() error {
+		pdb, err := tryKubectl("get", "pdb", "-n", localcluster.ExtensionNamespace, "peerdiscovery-apiserver", "-o", "jsonpath={.status.currentHealthy} {.status.disruptionsAllowed}")
+		if err != nil {
+			return err
+		}
+		if pdb != "2 1" {
+			return fmt.Errorf("currentHealthy, disruptionsAllowed = %q, want \"2 1\"", pdb)
+		}
+		return nil
+	})
+	planetest.WaitFor(t, 2*time.Minute, "APIService "+localcluster.APIServiceName+" Available", func() error {
+		avail, err := tryKubectl("get", "apiservice", localcluster.APIServiceName, "-o", `jsonpath={.status.conditions[?(@.type=="Available")].status}`)
+		if err != nil {
+			return err
+		}
+		if avail != "True" {
+			return fmt.Errorf("Available=%q", avail)
+		}
+		return nil
+	})
 }
 
 // TestExtension: the extension as its users install it, and what its
