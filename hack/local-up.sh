@@ -88,10 +88,9 @@ mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/
 "${HACK_DIR}/build-kubectl.sh"
 "${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
 if ((nodes)); then
-  # containerd, runc, the CNI plugins, iptables (apt-get when missing);
-  # the images and the node binaries (local-up also runs
-  # hack/build-images.sh, which skips nothing but is quick once the
-  # binaries are built).
+  # containerd, runc, the CNI plugins, iptables (apt-get when missing) and
+  # the node binaries; local-up then runs hack/build-images.sh, which
+  # repacks only the images whose inputs changed.
   "${HACK_DIR}/install-node-deps.sh"
   "${HACK_DIR}/build-kube-node.sh"
 fi
