@@ -417,9 +417,11 @@ func (w *Workload) operate(ctx context.Context) {
 		w.removeLive(k.Name, obj)
 		w.mu.Unlock()
 	case "watch":
+		// The server ends it after 2 s; the client waits for its headers
+		// up to 15 s, so a watch hung on a peer shows as a long attempt.
 		timeout := int64(2)
 		selector.TimeoutSeconds = &timeout
-		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		var wi interface{ Stop() }
 		if wi, err = w.clients[server].Resource(k.GVR).Watch(wctx, selector); err == nil {
 			wi.Stop()
