@@ -105,7 +105,8 @@ func (c *Cluster) KillAPIServer(i int, sig syscall.Signal) error {
 }
 
 // RestartAPIServer starts the stopped kube-apiserver i again (same
-// identity, address and flags) and waits for its /readyz.
+// identity, address and flags) and waits for its /readyz (at most
+// Config.StartTimeout).
 func (c *Cluster) RestartAPIServer(ctx context.Context, i int) error {
 	s, err := c.server(i)
 	if err != nil {
@@ -114,6 +115,8 @@ func (c *Cluster) RestartAPIServer(ctx context.Context, i int) error {
 	if err := c.startOnly(s.proc, s.name); err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.StartTimeout)
+	defer cancel()
 	if err := c.waitKubeAPIServerReady(ctx, s); err != nil {
 		return err
 	}

@@ -120,6 +120,9 @@ func TestChaos(t *testing.T) {
 		for inv, n := range r.ByInvariant() {
 			t.Errorf("%s: %d violations of %q (seed %d; timelines above and in %s)", r.Routing, n, inv, r.Seed, dir)
 		}
+		wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+		_ = clusters[i].WaitControllerManager(wctx) // it may be between two restarts
+		wcancel()
 		if err := clusters[i].Health(); err != nil {
 			t.Errorf("%s: components down after the soak: %v", r.Routing, err)
 		}
