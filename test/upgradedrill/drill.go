@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -114,7 +115,8 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	if err := workload.SetUp(ctx, configs, Namespace); err != nil {
 		return nil, fmt.Errorf("setting up: %w", err)
 	}
-	var newServed, newInformers bool
+	var newServed atomic.Bool // read by the workload's goroutines
+	newInformers := false
 	start := time.Now()
 	res.Started = start
 	w, err := workload.New(workload.Config{
@@ -122,7 +124,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 		Rate: plan.Rate, Workers: plan.Workers, MaxDuration: plan.MaxDuration, Seed: plan.Seed,
 		UserAgent: userAgentPrefix,
 		// Sent only while a ready server serves them: so every 404 is false.
-		Sendable:       func(k workload.Kind) bool { return !newOnly(k) || newServed },
+		Sendable:       func(k workload.Kind) bool { return !newOnly(k) || newServed.Load() },
 		NamespaceEvery: plan.NamespaceEvery, NamespaceLife: plan.NamespaceLife,
 	}, configs, start)
 	if err != nil {
@@ -190,7 +192,8 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 		w.SetInRotation(step.Server, true)
 		if step.Version == plan.To && !newInformers {
 			// From now on a ready server serves the newer release's kinds.
-			newServed, newInformers = true, true
+			newServed.Store(true)
+			newInformers = true
 			if err := inf.Start(ctx, workload.StorageVersionMigrations, 0); err != nil {
 				return nil, err
 			}
