@@ -29,9 +29,12 @@
 # _output/chaos/seed-<N>/. Exits non-zero when this project's side broke
 # an invariant.
 #
-#   hack/chaos.sh [--seed N] [--duration D] [--routing peerdiscovery|upstream|both] [--plan]
+#   hack/chaos.sh [--seed N[,N...]] [--duration D] [--routing peerdiscovery|upstream|both] [--plan]
 #
-#   --seed N       the schedule's seed (default 913, the test command's)
+#   --seed N       the schedule's seed (default 913, the test command's); several
+#                  (--seed 1,2,3) run one after the other, unattended, and
+#                  _output/chaos/summary-1,2,3.md counts every violation by
+#                  invariant, seed and routing
 #   --duration D   time for the fault episodes, e.g. 150s, 30m (default 150s);
 #                  start-up, warmup, tail and the final checks add ~3-5 min
 #   --routing R    peerdiscovery, upstream or both (default both)
@@ -57,16 +60,19 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-[[ "${seed}" =~ ^[0-9]+$ ]] || die "--seed wants a non-negative integer, got ${seed}"
+[[ "${seed}" =~ ^[0-9]+(,[0-9]+)*$ ]] || die "--seed wants non-negative integers separated by commas, got ${seed}"
 case "${routing}" in
 peerdiscovery | upstream | both) ;;
 *) die "--routing wants peerdiscovery, upstream or both, got ${routing}" ;;
 esac
-export PEERDISCOVERY_CHAOS_SEED="${seed}" PEERDISCOVERY_CHAOS_DURATION="${duration}"
+IFS=, read -r -a seeds <<<"${seed}"
+export PEERDISCOVERY_CHAOS_DURATION="${duration}"
 
 if [[ -n "${plan}" ]]; then
-  PEERDISCOVERY_CHAOS_PLAN=1 go test -count=1 -v -run '^TestPrintSchedule$' ./test/chaos | grep -E 'episode|FAIL|want'
-  exit "${PIPESTATUS[0]}"
+  for s in "${seeds[@]}"; do
+    PEERDISCOVERY_CHAOS_PLAN=1 PEERDISCOVERY_CHAOS_SEED="${s}" go test -count=1 -v -run '^TestPrintSchedule$' ./test/chaos | grep -E 'episode|FAIL|want'
+  done
+  exit 0
 fi
 
 [[ "$(id -u)" == "0" ]] || die "the soak needs root (ip netns add, unshare --uts, iptables, cgroups)"
@@ -77,8 +83,6 @@ hack/build-kube-apiserver.sh v1.36.3 v1.37.2
 hack/build-kube-controller-manager.sh v1.36.3
 [[ "${routing}" == "peerdiscovery" ]] || hack/build-kube-apiserver-upstream.sh v1.36.3 v1.37.2
 
-dir="${OUTPUT_DIR}/chaos/seed-${seed}"
-mkdir -p "${dir}"
 # The test's own bound: twice the episodes' time plus start-up and checks.
 case "${duration}" in
 *h) secs=$(( ${duration%h} * 3600 )) ;;
@@ -87,15 +91,25 @@ case "${duration}" in
 *) die "--duration wants whole seconds, minutes or hours (150s, 30m, 1h), got ${duration}" ;;
 esac
 timeout_min=$(( secs * 2 / 60 + 45 ))
-log::info "chaos soak: seed ${seed}, ${duration}, routing ${routing} (log: ${dir}/soak.log)"
 rc=0
-PEERDISCOVERY_E2E=1 PEERDISCOVERY_ROUTING="${routing}" PEERDISCOVERY_CHAOS_DIR="${dir}" \
-  PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" \
-  go test -count=1 -v -timeout "${timeout_min}m" -run '^TestChaos$' ./test/chaos >"${dir}/soak.log" 2>&1 || rc=$?
-grep -E 'VIOLATION|--- (PASS|FAIL)|^(ok|FAIL)|violations of' "${dir}/soak.log" || true
-if [[ -f "${dir}/results.json" ]]; then
-  (cd hack/drill-report && go run . --chaos "${dir}")
-else
-  log::error "no results: see ${dir}/soak.log"
+dirs=()
+for s in "${seeds[@]}"; do
+  dir="${OUTPUT_DIR}/chaos/seed-${s}"
+  mkdir -p "${dir}"
+  rm -f "${dir}/results.json"
+  log::info "chaos soak: seed ${s}, ${duration}, routing ${routing} (log: ${dir}/soak.log)"
+  PEERDISCOVERY_E2E=1 PEERDISCOVERY_ROUTING="${routing}" PEERDISCOVERY_CHAOS_DIR="${dir}" \
+    PEERDISCOVERY_CHAOS_SEED="${s}" PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" \
+    go test -count=1 -v -timeout "${timeout_min}m" -run '^TestChaos$' ./test/chaos >"${dir}/soak.log" 2>&1 || rc=1
+  grep -E 'VIOLATION|--- (PASS|FAIL)|^(ok|FAIL)|violations of' "${dir}/soak.log" || true
+  if [[ -f "${dir}/results.json" ]]; then
+    (cd hack/drill-report && go run . --chaos "${dir}")
+    dirs+=("${dir}")
+  else
+    log::error "no results: see ${dir}/soak.log"
+  fi
+done
+if [[ ${#seeds[@]} -gt 1 && ${#dirs[@]} -gt 0 ]]; then
+  (cd hack/drill-report && go run . --chaos-summary "${OUTPUT_DIR}/chaos/summary-${seed}.md" "${dirs[@]}")
 fi
 exit "${rc}"

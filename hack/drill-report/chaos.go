@@ -33,16 +33,9 @@ import (
 // chaosReport reads dir/results.json (the soaks of one invocation) and
 // writes dir/report.md and dir/timeline.png.
 func chaosReport(dir string) error {
-	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	results, err := readChaos(dir)
 	if err != nil {
 		return err
-	}
-	var results []*chaos.Result
-	if err := json.Unmarshal(data, &results); err != nil {
-		return fmt.Errorf("%s: %w", dir, err)
-	}
-	if len(results) == 0 {
-		return fmt.Errorf("no soak in %s", dir)
 	}
 	md := filepath.Join(dir, "report.md")
 	if err := os.WriteFile(md, []byte(chaos.Markdown(results...)), 0o644); err != nil {
@@ -54,6 +47,41 @@ func chaosReport(dir string) error {
 	}
 	fmt.Printf("%s\n%s\n", md, png)
 	return nil
+}
+
+// chaosSummary writes one table over the soaks in dirs to path.
+func chaosSummary(path string, dirs []string) error {
+	var all [][]*chaos.Result
+	for _, dir := range dirs {
+		results, err := readChaos(dir)
+		if err != nil {
+			return err
+		}
+		all = append(all, results)
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("no soak folders given")
+	}
+	if err := os.WriteFile(path, []byte(chaos.Summary(all)), 0o644); err != nil {
+		return err
+	}
+	fmt.Println(path)
+	return nil
+}
+
+func readChaos(dir string) ([]*chaos.Result, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return nil, err
+	}
+	var results []*chaos.Result
+	if err := json.Unmarshal(data, &results); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("no soak in %s", dir)
+	}
+	return results, nil
 }
 
 // chaosTimeline draws, per routing, the violations per 5 s by invariant,

@@ -46,7 +46,14 @@ func main() {
 	dir := flag.String("dir", "_output/upgrade-drill", "folder of the drill results (<routing>-<mode>.json)")
 	mode := flag.String("mode", "full", "which drill: full or short")
 	chaosDir := flag.String("chaos", "", "folder of a chaos soak (results.json): write its timeline.png and report.md there")
+	summary := flag.String("chaos-summary", "", "write one table over the chaos soaks in the folders given as arguments to this file")
 	flag.Parse()
+	if *summary != "" {
+		if err := chaosSummary(*summary, flag.Args()); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *chaosDir != "" {
 		if err := chaosReport(*chaosDir); err != nil {
 			fail(err)

@@ -111,3 +111,28 @@ func TestIncidents(t *testing.T) {
 		t.Errorf("event after the incident in\n%s", text)
 	}
 }
+
+// The summary counts each invariant per seed and routing, and in all.
+func TestSummary(t *testing.T) {
+	r := func(seed uint64, routing string, invs ...string) *Result {
+		res := &Result{Seed: seed, Routing: routing}
+		for _, inv := range invs {
+			res.Violations = append(res.Violations, Violation{Invariant: inv})
+		}
+		return res
+	}
+	got := Summary([][]*Result{
+		{r(1, "peerdiscovery"), r(1, "upstream", InvFalse404, InvFalse404, InvNamespaces)},
+		{r(2, "peerdiscovery", InvSlowRequest), r(2, "upstream", InvFalse404)},
+	})
+	for _, want := range []string{
+		"| 1 | 0 | upstream | 2 | 0 | 0 | 0 | 1 | **3** |",
+		"| 2 | 0 | peerdiscovery | 0 | 1 | 0 | 0 | 0 | **1** |",
+		"| all | | **peerdiscovery** | **0** | **1** | **0** | **0** | **0** | **1** |",
+		"| all | | **upstream** | **3** | **0** | **0** | **0** | **1** | **4** |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+}

@@ -16,6 +16,7 @@ package chaos
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -144,4 +145,51 @@ func countIncidents(r *Result, inv string) int {
 		}
 	}
 	return n
+}
+
+// Summary is one table over several invocations (one per seed): the
+// violations of each invariant, per seed and routing, and in all.
+func Summary(invocations [][]*Result) string {
+	var b strings.Builder
+	var routingNames []string
+	for _, inv := range invocations {
+		for _, r := range inv {
+			if !slices.Contains(routingNames, r.Routing) {
+				routingNames = append(routingNames, r.Routing)
+			}
+		}
+	}
+	b.WriteString("| seed | episodes | routing |")
+	for _, inv := range Invariants {
+		fmt.Fprintf(&b, " %s |", inv)
+	}
+	b.WriteString(" all | operations | failed after retries |\n|---|---|---|" + strings.Repeat("---|", len(Invariants)+3) + "\n")
+	total := map[string]map[string]int{}
+	for _, invocation := range invocations {
+		for _, r := range invocation {
+			_, c := workload.Summarize(r.Samples, r.Attempts, len(r.Episodes)+2)
+			by := r.ByInvariant()
+			if total[r.Routing] == nil {
+				total[r.Routing] = map[string]int{}
+			}
+			fmt.Fprintf(&b, "| %d | %d | %s |", r.Seed, len(r.Episodes), r.Routing)
+			for _, inv := range Invariants {
+				fmt.Fprintf(&b, " %d |", by[inv])
+				total[r.Routing][inv] += by[inv]
+			}
+			total[r.Routing]["ops"] += c.Ops
+			total[r.Routing]["failed"] += c.Failed
+			fmt.Fprintf(&b, " **%d** | %d | %d |\n", len(r.Violations), c.Ops, c.Failed)
+		}
+	}
+	for _, name := range routingNames {
+		fmt.Fprintf(&b, "| all | | **%s** |", name)
+		all := 0
+		for _, inv := range Invariants {
+			fmt.Fprintf(&b, " **%d** |", total[name][inv])
+			all += total[name][inv]
+		}
+		fmt.Fprintf(&b, " **%d** | %d | %d |\n", all, total[name]["ops"], total[name]["failed"])
+	}
+	return b.String()
 }
