@@ -208,20 +208,12 @@ func (c *Cluster) PartitionAPIServers(i, j int) error {
 	if i == j {
 		return fmt.Errorf("partition of kube-apiserver %d from itself", i)
 	}
-	if i > j {
-		i, j = j, i
-	}
-	si, err := c.server(i)
-	if err != nil {
-		return err
-	}
-	sj, err := c.server(j)
+	i, j, si, sj, key, err := c.serverPair(i, j)
 	if err != nil {
 		return err
 	}
 	c.faults.mu.Lock()
 	defer c.faults.mu.Unlock()
-	key := fmt.Sprintf("%d-%d", i, j)
 	if c.faults.partitions == nil {
 		c.faults.partitions = map[string]int{}
 	}
@@ -243,20 +235,12 @@ func (c *Cluster) PartitionAPIServers(i, j int) error {
 // it marked carry packets again (TCP retransmits what was dropped), as
 // when a real partition heals.
 func (c *Cluster) HealPartition(i, j int) error {
-	if i > j {
-		i, j = j, i
-	}
-	si, err := c.server(i)
-	if err != nil {
-		return err
-	}
-	sj, err := c.server(j)
+	i, j, si, sj, key, err := c.serverPair(i, j)
 	if err != nil {
 		return err
 	}
 	c.faults.mu.Lock()
 	defer c.faults.mu.Unlock()
-	key := fmt.Sprintf("%d-%d", i, j)
 	mark, ok := c.faults.partitions[key]
 	if !ok {
 		return fmt.Errorf("kube-apiservers %d and %d are not partitioned", i, j)
@@ -264,6 +248,22 @@ func (c *Cluster) HealPartition(i, j int) error {
 	delete(c.faults.partitions, key)
 	c.cfg.Logf("healed the partition of %s and %s", si.name, sj.name)
 	return c.iptables(partitionRules(c.serverGID(i), c.serverGID(j), si.ip.String(), sj.ip.String(), mark, "-D")...)
+}
+
+// serverPair orders i < j and returns both servers and the pair's key.
+func (c *Cluster) serverPair(i, j int) (int, int, *kubeServer, *kubeServer, string, error) {
+	if i > j {
+		i, j = j, i
+	}
+	si, err := c.server(i)
+	if err != nil {
+		return 0, 0, nil, nil, "", err
+	}
+	sj, err := c.server(j)
+	if err != nil {
+		return 0, 0, nil, nil, "", err
+	}
+	return i, j, si, sj, fmt.Sprintf("%d-%d", i, j), nil
 }
 
 // partitionRules are the iptables commands (op -A adds, -D deletes) that

@@ -21,7 +21,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -92,17 +91,9 @@ func TestChaos(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*cfg.Duration+30*time.Minute)
 	defer cancel()
 	b := NewBarrier(len(clusters))
-	results := make([]*Result, len(clusters))
-	errs := make([]error, len(clusters))
-	var wg sync.WaitGroup
-	for i := range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = Run(ctx, clusters[i], routings[i], cfg, episodes, b, t.Logf)
-		}()
-	}
-	wg.Wait()
+	results, errs := planetest.Parallel(len(clusters), func(i int) (*Result, error) {
+		return Run(ctx, clusters[i], routings[i], cfg, episodes, b, t.Logf)
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("%s: %v", routings[i], err)

@@ -65,14 +65,7 @@ func RoutingsFromEnv() ([]localcluster.Routing, error) {
 // configuration of the i-th routing's plane (each needs its own subnet
 // octet). The planes start side by side; use gets them in routing order.
 func MainRoutings(m *testing.M, mc MainConfig, plane func(r localcluster.Routing, i int) (localcluster.Config, error), use func([]localcluster.Routing, []*localcluster.Cluster)) {
-	gate := mc.Gate
-	if gate == "" {
-		gate = "PEERDISCOVERY_E2E"
-	}
-	if os.Getenv(gate) != "1" {
-		fmt.Println(mc.Skipped)
-		os.Exit(m.Run())
-	}
+	skipUnlessGated(m, mc)
 	routings, err := RoutingsFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -90,17 +83,7 @@ func MainRoutings(m *testing.M, mc MainConfig, plane func(r localcluster.Routing
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), mc.StartTimeout)
-	clusters := make([]*localcluster.Cluster, len(cfgs))
-	errs := make([]error, len(cfgs))
-	var wg sync.WaitGroup
-	for i := range cfgs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			clusters[i], errs[i] = localcluster.Start(ctx, cfgs[i])
-		}()
-	}
-	wg.Wait()
+	clusters, errs := Parallel(len(cfgs), func(i int) (*localcluster.Cluster, error) { return localcluster.Start(ctx, cfgs[i]) })
 	cancel()
 	stopAll := func() {
 		for _, c := range clusters {
@@ -126,4 +109,20 @@ func MainRoutings(m *testing.M, mc MainConfig, plane func(r localcluster.Routing
 	}
 	stopAll()
 	os.Exit(code)
+}
+
+// Parallel runs f(0) … f(n-1) at once (one scenario on each plane) and
+// returns their results and errors by index.
+func Parallel[T any](n int, f func(i int) (T, error)) ([]T, []error) {
+	out, errs := make([]T, n), make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			out[i], errs[i] = f(i)
+		}()
+	}
+	wg.Wait()
+	return out, errs
 }

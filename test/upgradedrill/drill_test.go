@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -66,17 +65,9 @@ func TestUpgradeDrill(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), plan.MaxDuration+10*time.Minute)
 	defer cancel()
-	results := make([]*Result, len(clusters))
-	errs := make([]error, len(clusters))
-	var wg sync.WaitGroup
-	for i := range clusters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i], errs[i] = Run(ctx, clusters[i], routings[i], plan, t.Logf)
-		}()
-	}
-	wg.Wait()
+	results, errs := planetest.Parallel(len(clusters), func(i int) (*Result, error) {
+		return Run(ctx, clusters[i], routings[i], plan, t.Logf)
+	})
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("%s: %v", routings[i], err)
