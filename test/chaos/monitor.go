@@ -88,17 +88,23 @@ type Monitor struct {
 	// served: kind name -> the servers that serve it.
 	served map[string][]int
 
+	// notify, when set, hears of each violation that starts an incident
+	// (the first of its invariant and kind for incidentGap), as it is
+	// found: a long soak shows them while it runs.
+	notify func(Violation)
+
 	mu         sync.Mutex
 	servers    []serverState
 	events     []Event
 	violations []Violation
+	lastOf     map[string]time.Duration // invariant/kind -> last violation
 }
 
 // NewMonitor: servers kube-apiservers, all serving since 0; served maps
 // each kind to the servers that serve it; tombstone is the extension's
 // --tombstone-period.
 func NewMonitor(servers int, served map[string][]int, tombstone time.Duration) *Monitor {
-	m := &Monitor{tombstone: tombstone, served: served, servers: make([]serverState, servers)}
+	m := &Monitor{tombstone: tombstone, served: served, servers: make([]serverState, servers), lastOf: map[string]time.Duration{}}
 	for i := range m.servers {
 		m.servers[i].up = [][2]time.Duration{{0, -1}}
 	}
@@ -181,7 +187,7 @@ func (m *Monitor) Sample(s workload.Sample) {
 		return
 	}
 	if m.covered(s.Kind, s.At) && m.covered(s.Kind, s.At+s.Took) {
-		m.violations = append(m.violations, Violation{Invariant: InvFalse404, At: s.At, Server: s.Server, Kind: s.Kind,
+		m.add(Violation{Invariant: InvFalse404, At: s.At, Server: s.Server, Kind: s.Kind,
 			Detail: fmt.Sprintf("%s %s via kube-apiserver-%d: 404 %s", s.Verb, s.Kind, s.Server, s.Err)})
 	}
 }
@@ -204,7 +210,7 @@ func (m *Monitor) Attempt(a workload.Attempt) {
 	if a.Code == 0 {
 		code = "no response"
 	}
-	m.violations = append(m.violations, Violation{Invariant: InvSlowRequest, At: a.At, Server: a.Server,
+	m.add(Violation{Invariant: InvSlowRequest, At: a.At, Server: a.Server,
 		Detail: fmt.Sprintf("%s %s via kube-apiserver-%d: %s after %.1fs", a.Method, a.Path, a.Server, code, a.Took.Seconds())})
 }
 
@@ -222,7 +228,18 @@ func within(ivs [][2]time.Duration, from, to time.Duration) bool {
 func (m *Monitor) Violate(v Violation) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.add(v)
+}
+
+// add records v (m.mu held) and tells notify when it starts an incident.
+func (m *Monitor) add(v Violation) {
 	m.violations = append(m.violations, v)
+	key := v.Invariant + "/" + v.Kind
+	last, seen := m.lastOf[key]
+	m.lastOf[key] = max(last, v.At)
+	if m.notify != nil && (!seen || v.At-last > incidentGap) {
+		m.notify(v)
+	}
 }
 
 // Violations and Events return what was recorded, in time order.

@@ -217,6 +217,9 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	}
 	res.Served = served
 	s.m = NewMonitor(len(configs), served, res.TombstonePeriod)
+	s.m.notify = func(v Violation) {
+		s.logf("VIOLATION (seed %d) at %.1fs: %s: %s (the timeline is printed at the end)", cfg.Seed, v.At.Seconds(), v.Invariant, v.Detail)
+	}
 	inf, err := workload.NewInformers(configs, run)
 	if err != nil {
 		return nil, err
