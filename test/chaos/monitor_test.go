@@ -15,6 +15,7 @@
 package chaos
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -134,5 +135,33 @@ func TestSummary(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)
 		}
+	}
+}
+
+// The barrier releases everyone when the last arrives, and for good when
+// aborted.
+func TestBarrier(t *testing.T) {
+	b := NewBarrier(2)
+	done := make(chan error, 1)
+	go func() { done <- b.Wait(context.Background()) }()
+	select {
+	case <-done:
+		t.Fatal("released with one of two")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if err := b.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- b.Wait(context.Background()) }()
+	time.Sleep(10 * time.Millisecond)
+	b.Abort()
+	if err := <-done; err != nil {
+		t.Fatalf("a waiter released by Abort: %v", err)
+	}
+	if err := b.Wait(context.Background()); err == nil {
+		t.Fatal("waited on an aborted barrier")
 	}
 }
