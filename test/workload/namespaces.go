@@ -108,6 +108,16 @@ func (w *Workload) deleteNamespace(ctx context.Context, name string) {
 		}
 	}
 	ns.terminating = true
+	var rec *NamespaceRecord
+	for _, r := range w.nsRecords {
+		if r.Name == name {
+			rec = r
+		}
+	}
+	w.mu.Unlock()
+	// After the last create into it is done, nothing adds to its objects.
+	ns.creates.Wait()
+	w.mu.Lock()
 	var retired []*liveObject
 	for kind, pool := range w.live {
 		for _, o := range pool {
@@ -117,26 +127,17 @@ func (w *Workload) deleteNamespace(ctx context.Context, name string) {
 		}
 		w.live[kind] = slices.DeleteFunc(pool, func(o *liveObject) bool { return o.rec.Namespace == name })
 	}
-	var rec *NamespaceRecord
-	for _, r := range w.nsRecords {
-		if r.Name == name {
-			rec = r
-		}
-	}
-	w.mu.Unlock()
-	ns.creates.Wait()
-	for _, o := range retired {
-		o.mu.Lock()
-		o.gone = true
-		o.mu.Unlock()
-	}
-	w.mu.Lock()
 	for _, c := range w.creates {
 		if c.Namespace == name {
 			c.NamespaceDeleted = true
 		}
 	}
 	w.mu.Unlock()
+	for _, o := range retired {
+		o.mu.Lock() // waits for the operation on it, if any
+		o.gone = true
+		o.mu.Unlock()
+	}
 	for try := 0; try < 10 && ctx.Err() == nil; try++ {
 		err := w.namespaceOp(ctx, "delete", func(r dynamic.ResourceInterface) error {
 			return r.Delete(ctx, name, metav1.DeleteOptions{})
