@@ -77,8 +77,8 @@ stage::run "test dependencies (the Kubernetes Python client)" hack/install-test-
 # These packages start real etcd and kube-apiservers from _output/bin in
 # network namespaces of their own (a subnet each); PEERDISCOVERY_E2E=1 turns
 # them on. Two lanes side by side: upstream's conformance suite, the
-# upgrade drill and the chaos soak (test/chaos: seed 913, 150 s of
-# episodes) mostly wait (on controllers, shutdown delays, settle times,
+# upgrade drill and the chaos soak (test/chaos: seed 4923, 150 s
+# of episodes) mostly wait (on controllers, shutdown delays, settle times,
 # fault holds), so they run beside the other packages, which run one at a
 # time.
 e2e() {

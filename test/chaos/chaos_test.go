@@ -29,12 +29,14 @@ import (
 )
 
 // CISeed and CIDuration are the test command's soak. The seed was
-// chosen among the first thousand for its four episodes: a CPU-capped
-// and a frozen server, a partition between kube-apiserver-0 and the only
-// server of the newer APIs, and that server crashed while every
-// extension replica restarts (hack/chaos.sh --plan --seed 913).
+// chosen for its three episodes (hack/chaos.sh --plan --seed 4923): every
+// extension replica crashed while two servers, one of them the only
+// server of the newer APIs, freeze; that server crashed for 47 s while
+// every replica restarts (the replicas come back with no memory of it,
+// well before it does); a partition between it and kube-apiserver-1 while
+// every replica crashes again.
 const (
-	CISeed     = 913
+	CISeed     = 4923
 	CIDuration = 150 * time.Second
 )
 

@@ -183,7 +183,9 @@ func NewSchedule(seed uint64, shape Shape) []Episode {
 				}
 				usedServer[s], down = true, down+1
 				f.Servers = []int{s}
-				f.Hold = between(5*time.Second, 30*time.Second)
+				// Up to most of the tombstone period (60 s): long enough
+				// for the extension replicas to restart meanwhile.
+				f.Hold = between(5*time.Second, 50*time.Second)
 				if kind == FreezeServer {
 					f.Hold = between(5*time.Second, 20*time.Second)
 				}

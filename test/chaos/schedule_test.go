@@ -40,7 +40,7 @@ func TestSchedule(t *testing.T) {
 			used, down, replica := map[int]bool{}, 0, 0
 			for i, f := range ep.Faults {
 				kinds[f.Kind]++
-				if i == 0 && f.At != 0 || f.At < 0 || f.At > 10*time.Second || f.Hold < 2*time.Second || f.Hold > 30*time.Second {
+				if i == 0 && f.At != 0 || f.At < 0 || f.At > 10*time.Second || f.Hold < 2*time.Second || f.Hold > 50*time.Second {
 					t.Fatalf("seed %d: timing of %s", seed, f)
 				}
 				for _, s := range f.Servers {

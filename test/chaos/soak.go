@@ -184,12 +184,13 @@ func (b *Barrier) Abort() {
 
 // soak is one running soak.
 type soak struct {
-	c       *localcluster.Cluster
-	routing localcluster.Routing
-	cfg     Config
-	w       *workload.Workload
-	m       *Monitor
-	logf    func(string, ...any)
+	c        *localcluster.Cluster
+	routing  localcluster.Routing
+	cfg      Config
+	w        *workload.Workload
+	m        *Monitor
+	episodes []Episode
+	logf     func(string, ...any)
 }
 
 // Run soaks c (ClusterConfig) with the episodes; b is shared by the soaks
@@ -203,7 +204,7 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	run := fmt.Sprintf("s%d", cfg.Seed)
 	res := &Result{Routing: routing.String(), Seed: cfg.Seed, Duration: cfg.Duration, Episodes: episodes, TombstonePeriod: localcluster.DefaultTombstonePeriod}
 	prefix := routing.String() + ": "
-	s := &soak{c: c, routing: routing, cfg: cfg, logf: func(f string, a ...any) { logf(prefix+f, a...) }}
+	s := &soak{c: c, routing: routing, cfg: cfg, episodes: episodes, logf: func(f string, a ...any) { logf(prefix+f, a...) }}
 	var configs []*rest.Config
 	for i := range c.Servers() {
 		configs = append(configs, c.AdminConfig(i))
@@ -342,7 +343,21 @@ func (s *soak) checkInformers(cp Checkpoint) {
 				Detail: fmt.Sprintf("%s informer of kube-apiserver-%d after %s: %d missing, %d extra, %d at another resourceVersion", ic.Kind, ic.Server, InformerBound, ic.Missing, ic.Extra, ic.Stale)})
 		}
 	}
-	s.event(Event{Text: fmt.Sprintf("informer check after episode %d", cp.Episode)})
+	what := fmt.Sprintf("informer check after episode %d", cp.Episode)
+	if cp.Episode > len(s.episodes) {
+		what = "final informer check"
+	}
+	s.event(Event{Text: fmt.Sprintf("%s: %d of %d equal", what, equal(cp.Informers), len(cp.Informers))})
+}
+
+func equal(ics []workload.InformerCheck) int {
+	n := 0
+	for _, ic := range ics {
+		if ic.Equal {
+			n++
+		}
+	}
+	return n
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -427,10 +442,10 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 		s.event(Event{Text: fmt.Sprintf("SIGCONT kube-apiserver-%d", i), Fault: f.Kind, Heal: true})
 	case Partition:
 		i, j := f.Servers[0], f.Servers[1]
+		s.event(Event{Text: fmt.Sprintf("partition kube-apiserver-%d | kube-apiserver-%d", i, j), Fault: f.Kind})
 		if err := c.PartitionAPIServers(i, j); err != nil {
 			return err
 		}
-		s.event(Event{Text: fmt.Sprintf("partition kube-apiserver-%d | kube-apiserver-%d", i, j), Fault: f.Kind})
 		if err := hold(); err != nil {
 			return err
 		}
@@ -441,10 +456,10 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 	case SlowServer:
 		i := f.Servers[0]
 		m.Unresponsive(i, w.Since())
+		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d capped at %d%% CPU", i, f.CPUPercent), Fault: f.Kind})
 		if err := c.SlowAPIServer(i, f.CPUPercent); err != nil {
 			return err
 		}
-		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d capped at %d%% CPU", i, f.CPUPercent), Fault: f.Kind})
 		if err := hold(); err != nil {
 			return err
 		}
