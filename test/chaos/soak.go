@@ -90,8 +90,10 @@ const (
 	// balancer's rotation this long after its fault.
 	healthCheckLag = time.Second
 	// InformerBound is how long informers get to equal a quorum list
-	// after an episode (client-go's relist backoff reaches 30 s).
-	InformerBound = time.Minute
+	// after an episode: an informer whose server was down backs off
+	// before it lists again (client-go's reflector: up to 30 s with up
+	// to 100 % jitter); seed 913 measured 55 s on upstream, 52 s here.
+	InformerBound = 90 * time.Second
 	// namespaceBound bounds the wait for deleted namespaces at the end.
 	namespaceBound = 3 * time.Minute
 )
