@@ -103,8 +103,44 @@ var Kinds = []workload.Kind{workload.ConfigMaps, workload.Deployments, workload.
 
 func newOnly(k workload.Kind) bool { return k.Name == workload.StorageVersionMigrations.Name }
 
-// Run performs the drill on c, which ClusterConfig describes.
+// Run performs the drill on c, which ClusterConfig describes: each step
+// stops the server with SIGTERM and starts the step's release (RunWith
+// with ProcessRoll).
 func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Routing, plan Plan, logf func(string, ...any)) (*Result, error) {
+	return RunWith(ctx, c, routing, plan, Options{Roll: ProcessRoll(c, routing, plan)}, logf)
+}
+
+// Options are what a drill leaves to its control plane.
+type Options struct {
+	// Roll replaces step.Server by step.Version and returns once the new
+	// server is ready; it calls exited once the old one has stopped.
+	Roll func(ctx context.Context, step Step, exited func()) error
+	// Steps replaces plan.Steps().
+	Steps []Step
+	// AfterStep, if set, runs after step i's settle time, while the
+	// workload goes on (e.g. a rollout restart of the extension).
+	AfterStep func(ctx context.Context, i int) error
+}
+
+// ProcessRoll rolls a server of the process plane: SIGTERM, then the
+// step's binary started with the same flags.
+func ProcessRoll(c *localcluster.Cluster, routing localcluster.Routing, plan Plan) func(context.Context, Step, func()) error {
+	return func(_ context.Context, step Step, exited func()) error {
+		if err := c.StopAPIServer(step.Server, syscall.SIGTERM); err != nil {
+			return err
+		}
+		exited()
+		spec, err := routing.Server(c, serverSpec(plan, step.Version))
+		if err != nil {
+			return err
+		}
+		return c.UpgradeAPIServer(step.Server, spec)
+	}
+}
+
+// RunWith runs the drill on c with opts: the workload, informers on every
+// server, each step rolled by opts.Roll, then the checks.
+func RunWith(ctx context.Context, c *localcluster.Cluster, routing localcluster.Routing, plan Plan, opts Options, logf func(string, ...any)) (*Result, error) {
 	run := fmt.Sprintf("r%d", rand.IntN(1e6))
 	res := &Result{Routing: routing.String(), Plan: plan, Run: run}
 	logf = prefixed(routing.String(), logf)
@@ -164,7 +200,11 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	if err := sleep(plan.Warmup); err != nil {
 		return nil, err
 	}
-	for _, step := range plan.Steps() {
+	steps := opts.Steps
+	if steps == nil {
+		steps = plan.Steps()
+	}
+	for i, step := range steps {
 		if step.Server == PickProxiedTo {
 			// The server the others proxied most to in the last settle
 			// time: its stop measures how fast they leave it.
@@ -174,18 +214,13 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 		phase("roll " + step.String())
 		sr := StepResult{Step: step, SIGTERM: w.Since()}
 		lag := time.AfterFunc(plan.HealthCheckLag, func() { w.SetInRotation(step.Server, false) })
-		if err := c.StopAPIServer(step.Server, syscall.SIGTERM); err != nil {
+		err := opts.Roll(ctx, step, func() {
 			lag.Stop()
-			return nil, fmt.Errorf("%s: %w", step, err)
-		}
+			w.SetInRotation(step.Server, false)
+			sr.Exited = w.Since()
+		})
 		lag.Stop()
-		w.SetInRotation(step.Server, false)
-		sr.Exited = w.Since()
-		spec, err := routing.Server(c, serverSpec(plan, step.Version))
 		if err != nil {
-			return nil, err
-		}
-		if err := c.UpgradeAPIServer(step.Server, spec); err != nil {
 			return nil, fmt.Errorf("%s: %w", step, err)
 		}
 		sr.Ready = w.Since()
@@ -202,6 +237,11 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 		res.Steps = append(res.Steps, sr)
 		if err := sleep(plan.Settle); err != nil {
 			return nil, err
+		}
+		if opts.AfterStep != nil {
+			if err := opts.AfterStep(ctx, i); err != nil {
+				return nil, fmt.Errorf("after %s: %w", step, err)
+			}
 		}
 	}
 	phase("tail")
