@@ -399,11 +399,11 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 	switch f.Kind {
 	case KillServer, TermServer:
 		i := f.Servers[0]
-		sig := syscall.SIGKILL
+		sig, name := syscall.SIGKILL, "SIGKILL"
 		if f.Kind == TermServer {
-			sig = syscall.SIGTERM
+			sig, name = syscall.SIGTERM, "SIGTERM"
 		}
-		s.event(Event{Text: fmt.Sprintf("%v kube-apiserver-%d", sig, i), Fault: f.Kind})
+		s.event(Event{Text: fmt.Sprintf("%s kube-apiserver-%d", name, i), Fault: f.Kind})
 		lag := time.AfterFunc(healthCheckLag, func() { w.SetInRotation(i, false) })
 		err := c.KillAPIServer(i, sig)
 		m.Exited(i, w.Since())
@@ -479,7 +479,7 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 		if f.Signal == "SIGTERM" {
 			sig = syscall.SIGTERM
 		}
-		s.event(Event{Text: fmt.Sprintf("%v peerdiscovery-apiserver %v", sig, f.Replicas), Fault: f.Kind})
+		s.event(Event{Text: fmt.Sprintf("%s peerdiscovery-apiserver %v", f.Signal, f.Replicas), Fault: f.Kind})
 		errs := make([]error, len(f.Replicas))
 		var wg sync.WaitGroup
 		for j, r := range f.Replicas {
