@@ -138,7 +138,10 @@ func (c *Cluster) KillExtension(i int, sig syscall.Signal) error {
 
 // RestartExtensions starts the given stopped replicas at once (a rollout,
 // or the Pods rescheduled after a node drain), waits for each one's
-// /readyz and puts them back into the EndpointSlice.
+// /readyz and puts them back into the EndpointSlice. A replica that exits
+// before it is ready (it cannot reach a kube-apiserver yet) is started
+// again after 1, 2, 4… s, as the kubelet restarts a crashing container,
+// within extReadyTimeout.
 func (c *Cluster) RestartExtensions(ctx context.Context, replicas ...int) error {
 	var exts []*extReplica
 	for _, i := range replicas {
@@ -157,7 +160,24 @@ func (c *Cluster) RestartExtensions(ctx context.Context, replicas ...int) error 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[j] = c.waitExtensionReady(ctx, e)
+			ctx, cancel := context.WithTimeout(ctx, extReadyTimeout)
+			defer cancel()
+			for delay := time.Second; ; delay = min(2*delay, 10*time.Second) {
+				errs[j] = c.waitReadyz(ctx, e.proc, e.name, c.extensionConfig(e))
+				if errs[j] == nil || e.proc.exitErr() == nil || ctx.Err() != nil {
+					return
+				}
+				c.cfg.Logf("%s exited before it was ready; starting it again in %s, as a kubelet would", e.name, delay)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(delay):
+				}
+				if err := c.startOnly(e.proc, e.name); err != nil {
+					errs[j] = err
+					return
+				}
+			}
 		}()
 	}
 	wg.Wait()
@@ -198,6 +218,21 @@ func (c *Cluster) startOnly(p *process, what string) error {
 	}
 	c.cfg.Logf("starting %s again", what)
 	return p.start()
+}
+
+// SetAPIServerHealthy is what a load balancer's health check concludes
+// about kube-apiserver i: unhealthy, the load balancer in front of the
+// servers (the extension replicas' way in) opens no new connection to it
+// and the harness's own admin requests avoid it, as for a stopped server.
+// For a frozen server (FreezeAPIServer), whose kernel still accepts
+// connections that then hang.
+func (c *Cluster) SetAPIServerHealthy(i int, healthy bool) error {
+	s, err := c.server(i)
+	if err != nil {
+		return err
+	}
+	s.down.Store(!healthy)
+	return nil
 }
 
 // PartitionAPIServers cuts every connection between kube-apiservers i and

@@ -431,7 +431,8 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 		if err := c.FreezeAPIServer(i); err != nil {
 			return err
 		}
-		lag := time.AfterFunc(healthCheckLag, func() { w.SetInRotation(i, false) })
+		// The load balancers' health checks notice it a moment later.
+		lag := time.AfterFunc(healthCheckLag, func() { w.SetInRotation(i, false); _ = c.SetAPIServerHealthy(i, false) })
 		if err := hold(); err != nil {
 			return err
 		}
@@ -439,6 +440,7 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 		if err := c.ThawAPIServer(i); err != nil {
 			return err
 		}
+		_ = c.SetAPIServerHealthy(i, true)
 		m.Responsive(i, w.Since())
 		w.SetInRotation(i, true)
 		s.event(Event{Text: fmt.Sprintf("SIGCONT kube-apiserver-%d", i), Fault: f.Kind, Heal: true})
