@@ -89,19 +89,21 @@ stage::run "the node-based plane's cleanup after a crashed harness (containerd, 
 
 # These packages start real etcd and kube-apiservers from _output/bin in
 # network namespaces of their own (a subnet each); PEERDISCOVERY_E2E=1 turns
-# them on. Two lanes side by side: upstream's conformance suite and the
-# upgrade drill mostly wait (on controllers, shutdown delays, settle
-# times), so they run beside the other packages, which run one at a time.
+# them on. Two lanes side by side: upstream's conformance suite, the
+# upgrade drill and the chaos soak (test/chaos: seed 4923, 150 s
+# of episodes) mostly wait (on controllers, shutdown delays, settle times,
+# fault holds), so they run beside the other packages, which run one at a
+# time.
 e2e() {
   PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -p 1 -timeout 60m "$@"
 }
 end_to_end() {
   # test/nodeplane (the node-based plane: kubelets, static pods, the
   # extension as a Deployment, one node upgraded) waits on kubelets and
-  # containers too.
-  local waiting=(./test/conformance ./test/upgradedrill ./test/nodeplane) busy waiting_pid busy_rc=0 waiting_rc=0
+  # containers too; test/chaos on its fault episodes.
+  local waiting=(./test/conformance ./test/upgradedrill ./test/nodeplane ./test/chaos) busy waiting_pid busy_rc=0 waiting_rc=0
   # -race as in the run: a package built only without it (test/scale) drops out.
-  mapfile -t busy < <(go list -race ./test/... | grep -v -e '/test/conformance$' -e '/test/upgradedrill$' -e '/test/nodeplane$')
+  mapfile -t busy < <(go list -race ./test/... | grep -v -e '/test/conformance$' -e '/test/upgradedrill$' -e '/test/nodeplane$' -e '/test/chaos$')
   e2e "${waiting[@]}" >"${OUTPUT_DIR}/e2e-test-waiting.log" 2>&1 &
   waiting_pid=$!
   e2e "${busy[@]}" 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log" || busy_rc=$?

@@ -128,6 +128,8 @@ type Cluster struct {
 
 	lock *os.File // flock on the subnet
 
+	faults faultState // partitions and CPU caps in place (faults.go)
+
 	kubeconfig    string
 	extKubeconfig string
 	kubectlLink   string
@@ -357,6 +359,9 @@ func (c *Cluster) Stop() error {
 		}
 		stopAll(servers, 20*time.Second)
 		stopAll([]*process{c.etcd}, 10*time.Second)
+		if err := c.clearFaults(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := c.net.destroy(); err != nil {
 			errs = append(errs, err)
 		}

@@ -146,6 +146,7 @@ func (c *Cluster) startKubeAPIServers(ctx context.Context) error {
 			logPath: c.logPath(s.name),
 			argv:    c.nsArgv(s.name, append([]string{s.binary}, c.kubeAPIServerArgs(s)...)...),
 			env:     s.spec.Env,
+			cred:    c.serverCredential(s.index),
 		}
 		c.cfg.Logf("starting %s %s on %s", s.name, s.spec.Version, s.ip)
 		if err := s.proc.start(); err != nil {

@@ -32,21 +32,6 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// pid is the process id of the current run (0 when not running).
-func (p *process) pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return 0
-	}
-	select {
-	case <-p.done:
-		return 0
-	default:
-		return p.cmd.Process.Pid
-	}
-}
-
 func restHTTPClient(cfg *rest.Config) (*http.Client, error) { return rest.HTTPClientFor(cfg) }
 
 // serverVersion is /version's gitVersion.

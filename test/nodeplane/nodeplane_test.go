@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 	"sigs.k8s.io/peerdiscovery/test/upgradedrill"
+	"sigs.k8s.io/peerdiscovery/test/workload"
 )
 
 func needCluster(t *testing.T) {
@@ -455,8 +456,8 @@ func TestUpgrade(t *testing.T) {
 	if total.Ops < plan.Rate*int(plan.Warmup.Seconds()) {
 		t.Errorf("only %d operations: the workload did not run", total.Ops)
 	}
-	if total.FalseNotFound != 0 {
-		t.Errorf("%d false 404s", total.FalseNotFound)
+	if total.NotFound != 0 {
+		t.Errorf("%d false 404s", total.NotFound)
 	}
 	if !res.Writes.OK() {
 		t.Errorf("writes: %s", res.Writes)
@@ -470,7 +471,7 @@ func TestUpgrade(t *testing.T) {
 		code       int
 		reason     string
 	}
-	causes := map[cause][]upgradedrill.Sample{}
+	causes := map[cause][]workload.Sample{}
 	var order []cause
 	for _, s := range res.Samples {
 		if s.Code == 200 {
