@@ -56,7 +56,10 @@ var Kinds = []workload.Kind{workload.ConfigMaps, workload.Deployments, workload.
 // kube-apiserver-0, a 5 s shutdown delay.
 func ClusterConfig(routing localcluster.Routing, octet int) (localcluster.Config, error) {
 	cfg := localcluster.Config{ExtensionReplicas: 2, SubnetOctet: octet}
-	cfg.ControllerManager = localcluster.ControllerManagerSpec{Server: 0}
+	// The namespace controller's and the root CA publisher's decisions are
+	// in its log, for the namespace invariant's incidents.
+	cfg.ControllerManager = localcluster.ControllerManagerSpec{Server: 0, ExtraFlags: []string{
+		"--vmodule=namespaced_resources_deleter=5,namespace_controller=4,publisher=4"}}
 	for _, v := range Versions {
 		flags := []string{"--shutdown-delay-duration=5s"}
 		if v != Versions[len(Versions)-1] {

@@ -202,11 +202,24 @@ func CheckNamespaces(ctx context.Context, records []*NamespaceRecord, kinds []Ki
 				nc.Err = fmt.Sprintf("listing %s: %v", k.Name, err)
 				continue
 			}
+			start := time.Now().Add(-since())
 			for _, it := range list.Items {
-				nc.Left = append(nc.Left, k.Name+"/"+it.GetName())
+				nc.Left = append(nc.Left, k.Name+"/"+it.GetName()+leftDetail(&it, start))
 			}
 		}
 		out = append(out, nc)
 	}
 	return out
+}
+
+// leftDetail says when, relative to the run's start, and by which field
+// manager an object left behind was created: whether it came before the
+// namespace's deletion or after (an admission that let a create into a
+// terminating namespace) is the first question of such an incident.
+func leftDetail(o *unstructured.Unstructured, start time.Time) string {
+	manager := "?"
+	if mf := o.GetManagedFields(); len(mf) > 0 {
+		manager = mf[0].Manager
+	}
+	return fmt.Sprintf(" (created at %.1fs by %s)", o.GetCreationTimestamp().Sub(start).Seconds(), manager)
 }
