@@ -56,7 +56,7 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 			continue
 		}
 		clear(groups)
-		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Ready: v1alpha1.PeerReady(p.Ready, p.Left), Left: p.Left}
+		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Left: p.Left}
 		for gvr, r := range merge.Resources(p.API, p.APIs) {
 			if excluded(ex, gvr.Group, gvr.Version) {
 				continue
@@ -87,9 +87,6 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 		t.Status = v1alpha1.PeerRoutingTableStatus{Peers: a.peers, TotalPeers: present}
 		serving := int32(0)
 		for _, p := range a.peers {
-			if p.Ready {
-				t.Status.ReadyPeers++
-			}
 			if !p.Left {
 				serving++
 			}

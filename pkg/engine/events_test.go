@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 )
 
-// testPeerUID stands for the store's UIDs (ViewStore.PeerUID, tested
+// testPeerUID stands for the store's UIDs (registry.PeerUID, tested
 // against the stored objects in the registry).
 func testPeerUID(name string) types.UID { return types.UID("uid-of-" + name) }
 

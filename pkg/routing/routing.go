@@ -58,10 +58,11 @@ type Table struct {
 	byGV map[schema.GroupVersion][]*Route
 }
 
-// NewTable builds a table from PeerRoutingTable objects. When peers are
-// given, each peer's own object decides its readiness and endpoint: a peer
-// going not-ready changes one APIServerPeer, and the filter must not wait
-// for every routing table naming it to be rewritten.
+// NewTable builds a table from PeerRoutingTable objects and the
+// APIServerPeers: each peer's own object decides its readiness and
+// endpoint (routing tables do not carry readiness), so a peer going
+// not-ready changes one object. A peer a table names without an
+// APIServerPeer is not ready.
 func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPeer) *Table {
 	byID := make(map[string]Peer, len(peers))
 	for _, p := range peers {
@@ -82,7 +83,8 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPe
 				r.Peers = append(r.Peers, known)
 				continue
 			}
-			r.Peers = append(r.Peers, Peer{ID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
+			// No APIServerPeer (yet): not a proxy target.
+			r.Peers = append(r.Peers, Peer{ID: p.ServerID, Endpoint: p.Endpoint, Left: p.Left})
 		}
 		t.routes[gvr] = r
 		t.byGV[gvr.GroupVersion()] = append(t.byGV[gvr.GroupVersion()], r)

@@ -31,7 +31,7 @@ import (
 func TestAuthnAuthz(t *testing.T) {
 	ts := startServer(t)
 	ctx := context.Background()
-	if err := ts.srv.View.Publish(view(1, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(1, true)); err != nil {
 		t.Fatal(err)
 	}
 	// Unauthenticated: no credentials, or a token nobody issued.

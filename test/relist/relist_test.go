@@ -233,7 +233,7 @@ func register(t *testing.T, r *replica, caBundle []byte) {
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: localcluster.ExtensionService, Namespace: localcluster.ExtensionNamespace},
-		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP}}},
+		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, TargetPort: intstr.FromString("https"), Protocol: corev1.ProtocolTCP}}},
 	}
 	if _, err := cs.CoreV1().Services(localcluster.ExtensionNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -308,7 +308,7 @@ func TestRelistCost(t *testing.T) {
 	reps := make([]*replica, relists+1)
 	for i := range reps {
 		reps[i] = startReplica(t, certDir)
-		if err := reps[i].srv.View.Publish(v); err != nil {
+		if err := reps[i].srv.Publisher.Publish(v); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -347,7 +347,7 @@ func TestRelistCost(t *testing.T) {
 		bytes0 := to.written.Load()
 		k0, s0 = metric(t, "process_cpu_seconds_total"), selfCPU(t)
 		start := time.Now()
-		from.srv.View.Stop() // ends the filter's watches on the old replica
+		from.srv.Stores.Stop() // ends the filter's watches on the old replica
 
 		// Done when all three caches relisted and the new replica has
 		// sent nothing for 3 s.

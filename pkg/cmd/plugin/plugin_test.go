@@ -76,7 +76,7 @@ func fakeAPI(t *testing.T, fail int) *httptest.Server {
 				t.Errorf("review spec: %+v", rr.Spec)
 			}
 			rr.Status = v1alpha1.RouteReviewStatus{Decision: v1alpha1.RouteProxy, Target: "new", Reason: "not served here; proxy to new",
-				Candidates: []v1alpha1.RoutingPeer{{ServerID: "new", Ready: true}}}
+				Candidates: []v1alpha1.RouteCandidate{{ServerID: "new", Ready: true}}}
 			w.WriteHeader(http.StatusCreated)
 			_ = json.NewEncoder(w).Encode(rr)
 		default:

@@ -40,7 +40,7 @@ func widgetConfig() Config {
 		NewFunc:     func() runtime.Object { return &Widget{} },
 		NewListFunc: func() runtime.Object { return &WidgetList{} },
 		AttrFunc:    widgetAttrs,
-		Clock:       newClockWithEpoch(testEpoch),
+		Epoch:       testEpoch,
 	}
 }
 
@@ -224,4 +224,12 @@ func terminatedCount(t testing.TB, s *Store) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// mustReplace is Replace that fails the test on an error.
+func mustReplace(t testing.TB, s *Store, objs []runtime.Object) {
+	t.Helper()
+	if err := s.Replace(objs); err != nil {
+		t.Fatal(err)
+	}
 }
