@@ -45,6 +45,9 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 	hint += hint / 8
 	index := make(map[schema.GroupVersionResource]int32, hint)
 	accs := make([]acc, 0, hint)
+	// One slab for every route's peers, len(peers) slots per GVR: a few
+	// allocations instead of one per route.
+	var slab []v1alpha1.RoutingPeer
 	counts := make([]peerCount, len(peers))
 	groups := map[string]struct{}{}
 	present := int32(0)
@@ -63,9 +66,13 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 			}
 			i, ok := index[gvr]
 			if !ok {
+				if len(slab) < len(peers) {
+					slab = make([]v1alpha1.RoutingPeer, len(peers)*max(64, hint-len(accs)))
+				}
 				i = int32(len(accs))
 				index[gvr] = i
-				accs = append(accs, acc{gvr: gvr, scope: r.Scope, peers: make([]v1alpha1.RoutingPeer, 0, len(peers)), last: -1})
+				accs = append(accs, acc{gvr: gvr, scope: r.Scope, peers: slab[:0:len(peers)], last: -1})
+				slab = slab[len(peers):]
 			}
 			a := &accs[i]
 			if a.last == pi {
