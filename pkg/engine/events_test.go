@@ -49,7 +49,7 @@ func TestEngineEventReferencesTheObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.broadcaster.Shutdown()
+	defer e.startRecording()()
 	p := &peerState{Peer: compute.Peer{ServerID: epA}} // an address: the name differs from the ID
 	e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined", epA)
 
