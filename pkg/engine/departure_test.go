@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 // docA is what a serves: a group and a cluster-scoped resource only it
@@ -256,7 +257,7 @@ func TestEngineRejoinAfterDepartureKeepsRoutes(t *testing.T) {
 	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), regLease(idA, epA, "v1.37.2", t0), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a read again", func() bool {
+	poll.Eventually(t, "a read again", func() bool {
 		select {
 		case <-started:
 			return true

@@ -32,6 +32,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 // syncErrorCount reads upstream's apiserver_peer_discovery_sync_errors_total,
@@ -147,7 +148,7 @@ func TestEngineHungPeerDoesNotBlockOthers(t *testing.T) {
 	h.scraper.set(epA, hang(nil, hung))
 	callsA := len(h.scraper.callsTo(epA))
 	h.refresh(epA)
-	eventually(t, "a's scrape hanging", func() bool { return hung.get() == 1 })
+	poll.Eventually(t, "a's scrape hanging", func() bool { return hung.get() == 1 })
 	for i, g := range []string{"one.example.com", "two.example.com", "three.example.com"} {
 		h.scraper.set(epB, serve(document("v1.37.2", grp(g, ver("v1", "widgets")))))
 		h.refresh(epB)

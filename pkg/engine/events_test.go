@@ -34,6 +34,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 // testPeerUID stands for the store's UIDs (registry.PeerUID, tested
@@ -54,7 +55,7 @@ func TestEngineEventReferencesTheObject(t *testing.T) {
 	e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined", epA)
 
 	var ev corev1.Event
-	eventually(t, "the event written", func() bool {
+	poll.Eventually(t, "the event written", func() bool {
 		list, err := kube.CoreV1().Events(metav1.NamespaceAll).List(ctx(), metav1.ListOptions{})
 		if err != nil || len(list.Items) == 0 {
 			return false

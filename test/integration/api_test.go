@@ -30,6 +30,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	informers "sigs.k8s.io/peerdiscovery/pkg/generated/informers/externalversions"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 func TestReadinessFollowsTheView(t *testing.T) {
@@ -41,7 +42,7 @@ func TestReadinessFollowsTheView(t *testing.T) {
 	if err := ts.srv.Publisher.Publish(view(0, true)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "ready after publish", func() error {
+	planetest.WaitFor(t, 30*time.Second, "ready after publish", func() error {
 		if code, body := ts.get(t, ts.anonymous(), "/readyz"); code != http.StatusOK {
 			return errorf("readyz %d: %s", code, body)
 		}
@@ -200,7 +201,7 @@ func TestWatchListBookmarkAndInformer(t *testing.T) {
 	if err := ts.srv.Publisher.Publish(view(4, true)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "informer sees the new table", func() error {
+	planetest.WaitFor(t, 30*time.Second, "informer sees the new table", func() error {
 		if _, err := lister.Get("things0003.v1.example.com"); err != nil {
 			return err
 		}

@@ -197,17 +197,6 @@ func expectClosed(t testing.TB, w watch.Interface) []watch.Event {
 	}
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(eventually)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func watcherCount(s *Store) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

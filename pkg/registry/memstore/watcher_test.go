@@ -31,6 +31,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
+
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 func TestPeriodicBookmarks(t *testing.T) {
@@ -127,7 +129,7 @@ func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
 	if got := expectClosed(t, slow); len(got) != 0 {
 		t.Fatalf("a terminated watcher delivered %d queued events, want none", len(got))
 	}
-	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
+	poll.Eventually(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
 	if got := terminatedCount(t, s) - terminated; got != 1 {
 		t.Fatalf("terminated watchers metric grew by %v, want 1", got)
 	}
@@ -158,7 +160,7 @@ func TestWatcherOverItsByteBudgetIsEnded(t *testing.T) {
 	if got := expectClosed(t, slow); len(got) != 0 {
 		t.Fatalf("a terminated watcher delivered %d events, want none", len(got))
 	}
-	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
+	poll.Eventually(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
 	// The one that kept up is still served.
 	mustReplace(t, s, []runtime.Object{big("3")})
 	expectEvents(t, live, ev{watch.Modified, "a", "3"})
@@ -191,7 +193,7 @@ func TestWatchEnds(t *testing.T) {
 			if tt.name != "timeoutSeconds" && len(got) != 0 {
 				t.Fatalf("events after the end: %v", got)
 			}
-			waitFor(t, "watcher to be forgotten", func() bool { return watcherCount(s) == 0 })
+			poll.Eventually(t, "watcher to be forgotten", func() bool { return watcherCount(s) == 0 })
 			mustReplace(t, s, objs(wid("a", "blue"))) // the writer is unaffected
 		})
 	}
