@@ -24,18 +24,8 @@ cd "${REPO_ROOT}"
 step() { log::info "=== $*"; }
 start=$(date +%s)
 
-step "gofmt"
-unformatted="$(gofmt -l cmd internal pkg test hack 2>/dev/null || true)"
-[[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
-
-step "license headers"
-hack/verify-boilerplate.sh
-
-step "go vet"
-go vet ./...
-
-step "verify generated code"
-hack/verify-codegen.sh
+step "static checks: gofmt, license headers, vet, generated code, the filter's compile constraint"
+hack/verify.sh
 
 step "build real binaries (cached)"
 hack/build-all.sh
@@ -44,7 +34,7 @@ step "verify deploy manifests"
 hack/verify-manifests.sh
 
 step "unit tests (race detector)"
-go test -race -timeout 20m ./internal/... ./pkg/... ./cmd/... 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
+hack/test-unit.sh
 
 step "scale tests: 5 peers x 5,000 GVRs (no race detector, which multiplies memory and time)"
 go test -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 \
