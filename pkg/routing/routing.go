@@ -15,7 +15,8 @@
 // Package routing is the one routing decision shared by the filter inside
 // every kube-apiserver and by RouteReview, so the review cannot drift from
 // what really happens. It is pure: routing tables and a request in, a
-// decision out. It must compile against k8s.io/* v0.36 and v0.37.
+// decision out. The filter imports it, so it must compile against the
+// k8s.io libraries of every supported release (hack/verify-filter-builds.sh).
 package routing
 
 import (
