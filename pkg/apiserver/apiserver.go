@@ -127,12 +127,17 @@ func (cfg *Config) Complete() CompletedConfig {
 }
 
 // New builds the server and installs the API group.
-func (c completedConfig) New() (*Server, error) {
+func (c completedConfig) New() (_ *Server, err error) {
 	genericServer, err := c.GenericConfig.New("peerdiscovery-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
 	stores := registry.NewStores()
+	defer func() {
+		if err != nil {
+			stores.Stop() // their bookmark timers
+		}
+	}()
 	publisher := registry.NewPublisher(stores, c.ExtraConfig.Clock)
 	if err := genericServer.AddReadyzChecks(viewFresh(publisher, c.ExtraConfig.Clock, c.ExtraConfig.StaleAfter)); err != nil {
 		return nil, err
