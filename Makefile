@@ -14,7 +14,7 @@
 
 # Usual targets, each a hack/ script (or a plain go build); the README's two
 # commands are hack/local-up.sh and hack/test.sh.
-.PHONY: all build plugin test unit verify codegen local-up binaries clean
+.PHONY: all build plugin test unit verify codegen local-up local-up-nodes images binaries clean
 
 all: build
 
@@ -43,6 +43,14 @@ codegen:
 
 local-up:
 	hack/local-up.sh
+
+# The same plane on nodes: kubelets, static pods, the extension as a Deployment.
+local-up-nodes:
+	hack/local-up.sh --nodes
+
+# OCI image archives under _output/images (no container daemon needed).
+images:
+	hack/build-images.sh
 
 clean:
 	rm -rf _output

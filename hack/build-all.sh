@@ -16,22 +16,36 @@
 # Builds everything the local control plane and the tests run, cached under
 # _output/ by version: etcd, kubectl, kube-apiserver (every version in
 # KUBE_VERSIONS, with the filter), kube-controller-manager
-# (KUBE_CONTROLLER_MANAGER_VERSION), upstream's e2e.test of the newest
+# (KUBE_CONTROLLER_MANAGER_VERSION), kubelet, kube-scheduler and kube-proxy
+# (KUBE_NODE_VERSION), upstream's e2e.test of the newest
 # release (hack/conformance.sh) and peerdiscovery-apiserver. The plain upstream kube-apiserver
 # (hack/build-kube-apiserver-upstream.sh) is built on demand only.
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
-"${REPO_ROOT}/hack/build-etcd.sh"
-"${REPO_ROOT}/hack/build-kubectl.sh"
+# Each build is a stage of hack/test.sh's table (lib/common.sh).
+stage::build "etcd ${ETCD_VERSION}" "$(etcd_bin)" "${REPO_ROOT}/hack/build-etcd.sh"
+stage::build "kubectl ${KUBECTL_VERSION}" "$(kubectl_bin)" "${REPO_ROOT}/hack/build-kubectl.sh"
 for v in ${KUBE_VERSIONS}; do
-  "${REPO_ROOT}/hack/build-kube-apiserver.sh" "${v}"
+  stage::build "kube-apiserver ${v}" "$(kube_apiserver_bin "${v}")" "${REPO_ROOT}/hack/build-kube-apiserver.sh" "${v}"
 done
 # One kube-controller-manager, of the default control plane's oldest
 # release: it must not be newer than any kube-apiserver it talks to during a
 # rolling upgrade.
-"${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_CONTROLLER_MANAGER_VERSION}"
+stage::build "kube-controller-manager ${KUBE_CONTROLLER_MANAGER_VERSION}" "$(kube_controller_manager_bin "${KUBE_CONTROLLER_MANAGER_VERSION}")" \
+  "${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_CONTROLLER_MANAGER_VERSION}"
+# The node components of the node-based plane (and kube-scheduler's image).
+for c in kubelet kube-scheduler kube-proxy; do
+  KUBE_NODE_COMPONENTS="${c}" stage::build "${c} ${KUBE_NODE_VERSION}" "${BIN_DIR}/${c}-${KUBE_NODE_VERSION}/${c}" \
+    "${REPO_ROOT}/hack/build-kube-node.sh" "${KUBE_NODE_VERSION}"
+done
 # Upstream's own tests, run through every server by test/conformance.
-"${REPO_ROOT}/hack/build-e2e-test.sh"
-log::info "building peerdiscovery-apiserver"
-( cd "${REPO_ROOT}" && go build -o "${BIN_DIR}/peerdiscovery-apiserver" ./cmd/peerdiscovery-apiserver )
+newest="${KUBE_VERSIONS##* }"
+stage::build "e2e.test ${newest}" "$(e2e_test_bin "${newest}")" "${REPO_ROOT}/hack/build-e2e-test.sh"
+# Replaced only when it changed, so the table can say "cached".
+build_extension() {
+  local bin="${BIN_DIR}/peerdiscovery-apiserver"
+  (cd "${REPO_ROOT}" && go build -o "${bin}.tmp" ./cmd/peerdiscovery-apiserver)
+  if cmp -s "${bin}.tmp" "${bin}"; then rm -f "${bin}.tmp"; else mv -f "${bin}.tmp" "${bin}"; fi
+}
+stage::build "peerdiscovery-apiserver" "${BIN_DIR}/peerdiscovery-apiserver" build_extension

@@ -16,7 +16,7 @@
 # Starts a real local mixed-version control plane and keeps it up until
 # Ctrl-C (or SIGTERM), then stops everything it started:
 #   - etcd ${ETCD_VERSION}, one kube-apiserver per --servers version (default
-#     ${KUBE_VERSIONS}) with the peerdiscovery filter linked in, and
+#     ${DEFAULT_KUBE_VERSIONS}) with the peerdiscovery filter linked in, and
 #     peerdiscovery-apiserver replicas registered through a real APIService,
 #   - all inside a sealed network namespace pd-<rand> (10.254.77.0/24 by
 #     default; nothing routes out), reachable from the host through a veth,
@@ -24,10 +24,19 @@
 #     version, at _output/local-up/kubeconfig.
 # Needs root (ip netns, unshare). Logs: _output/local-up/<run>/logs/.
 #
-# First builds what is missing or stale (hack/build-*.sh skip up-to-date
-# binaries; a cold kube-apiserver build takes ~9 min per version), then runs
-# cmd/local-up. Every argument is passed to it; see `--help`, e.g.
+# First builds what is missing or stale, and only what this plane starts
+# (hack/build-*.sh skip up-to-date binaries; a cold kube-apiserver build
+# takes ~9 min per version; cmd/local-up builds the kube-controller-manager
+# unless --no-controller-manager), then runs cmd/local-up. Every argument is passed to it; see `--help`, e.g.
 #   hack/local-up.sh --servers v1.36.3,v1.37.2 --extension-replicas 2 --tombstone-period 60s
+#
+# With --nodes, the same plane runs the way kubeadm clusters run: one node
+# per kube-apiserver (containerd, runc, CNI and a kubelet of the oldest
+# release), the kube-apiservers as static pods from the images of
+# hack/build-images.sh, and peerdiscovery-apiserver installed with
+# `kubectl apply -k` of artifacts/deploy/overlays/ha (see
+# internal/localcluster's NodesSpec); it also installs the Debian packages
+# it needs with apt-get.
 #
 # cmd/local-up is built and exec'd rather than `go run`: `go run` neither
 # forwards SIGINT/SIGTERM to the program nor exits with it, so a `kill -INT`
@@ -39,6 +48,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # --output-dir also decides where the binaries go; find it (and --servers)
 # before sourcing common.sh, which reads PEERDISCOVERY_OUTPUT_DIR.
 servers=""
+nodes=0
 output_dir_arg=""
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
@@ -47,6 +57,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   --output-dir) output_dir_arg="${args[i + 1]:-}" ;;
   --servers=*) servers="${args[i]#*=}" ;;
   --servers) servers="${args[i + 1]:-}" ;;
+  --nodes) nodes=1 ;;
   -h | --help)
     cd "${HACK_DIR}/.." && exec go run ./cmd/local-up --help
     ;;
@@ -67,7 +78,8 @@ versions=()
 if [[ -n "${servers}" ]]; then
   IFS=',' read -r -a versions <<<"${servers}"
 else
-  read -r -a versions <<<"${KUBE_VERSIONS}"
+  # The releases the plane starts by default (cmd/local-up --servers).
+  read -r -a versions <<<"${DEFAULT_KUBE_VERSIONS}"
 fi
 # Distinct versions only.
 mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/^$/d' | awk '!seen[$0]++')
@@ -75,6 +87,13 @@ mapfile -t versions < <(printf '%s\n' "${versions[@]}" | sed 's/[[:space:]]//g;/
 "${HACK_DIR}/build-etcd.sh"
 "${HACK_DIR}/build-kubectl.sh"
 "${HACK_DIR}/build-kube-apiserver.sh" "${versions[@]}"
+if ((nodes)); then
+  # containerd, runc, the CNI plugins, iptables (apt-get when missing) and
+  # the node binaries; local-up then runs hack/build-images.sh, which
+  # repacks only the images whose inputs changed.
+  "${HACK_DIR}/install-node-deps.sh"
+  "${HACK_DIR}/build-kube-node.sh"
+fi
 
 # local-up itself (re)builds peerdiscovery-apiserver (go build, incremental).
 log::info "building local-up and the kubectl plugin"

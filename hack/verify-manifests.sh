@@ -25,7 +25,8 @@
 #   - hack/deploy-certs.sh and this script pass ShellCheck (when it
 #     is installed).
 # Applying them to a real control plane (--dry-run=server) and the RBAC
-# checks are in test/e2e/deploy_test.go.
+# checks are in test/e2e/deploy_test.go; test/nodeplane installs
+# overlays/ha with kubectl apply -k on real kubelets.
 #
 # Usage: hack/verify-manifests.sh
 set -euo pipefail

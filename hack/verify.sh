@@ -16,24 +16,18 @@
 # The static checks, first in hack/test.sh (and `make verify`): gofmt,
 # license headers, go vet, generated code, and the filter's compile
 # constraint (its packages build against every supported release's
-# libraries), all before any binary is built.
+# libraries), all before any binary is built. Each is a stage of
+# hack/test.sh's table (hack/lib/common.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"
 
-step() { log::info "=== $*"; }
-
-step "gofmt"
-unformatted="$(gofmt -l cmd internal pkg test hack 2>/dev/null || true)"
-[[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
-
-step "license headers"
-hack/verify-boilerplate.sh
-
-step "go vet"
-go vet ./...
-
-step "verify generated code"
-hack/verify-codegen.sh
-
-step "the filter builds against every supported release's libraries"
-hack/verify-filter-builds.sh
+check_gofmt() {
+  local unformatted
+  unformatted="$(gofmt -l cmd internal pkg test hack 2>/dev/null || true)"
+  [[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
+}
+stage::run "gofmt" check_gofmt
+stage::run "license headers" hack/verify-boilerplate.sh
+stage::run "go vet (downloads the modules on a cold machine)" go vet ./...
+stage::run "verify generated code" hack/verify-codegen.sh
+stage::run "the filter builds against every supported release's libraries" hack/verify-filter-builds.sh

@@ -56,6 +56,7 @@ func main() {
 		serverFlags = pflag.StringArray("server-flag", nil, "VERSION=FLAG: an extra flag for the kube-apiservers of VERSION, e.g. --server-flag=v1.37.2=--runtime-config=resource.k8s.io/v1beta2=true (repeatable).")
 		noKCM       = pflag.Bool("no-controller-manager", false, "Run no kube-controller-manager (by default one of the oldest server's release runs, connected to that server only, as on a node not upgraded yet).")
 		kcmFlags    = pflag.StringArray("controller-manager-flag", nil, "An extra flag for kube-controller-manager, e.g. --controller-manager-flag=--v=4 (repeatable).")
+		nodes       = pflag.Bool("nodes", false, "Run the plane on nodes, as kubeadm does: a containerd and a kubelet per kube-apiserver, the kube-apiservers as static pods from hack/build-images.sh's images, peerdiscovery-apiserver installed with kubectl apply -k (--extension-* and --server-binary do not apply).")
 	)
 	pflag.Parse()
 	log.SetFlags(log.Ltime)
@@ -96,6 +97,10 @@ func main() {
 		BuildOutput:         os.Stderr,
 		LinkKubeconfig:      true,
 		Logf:                log.Printf,
+	}
+	cfg.Nodes.Enabled = *nodes
+	if *nodes && !pflag.CommandLine.Changed("timeout") {
+		cfg.StartTimeout = 0 // the node-based plane's default
 	}
 	if *replicas == 0 {
 		cfg.ExtensionReplicas = -1
@@ -168,6 +173,13 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 	if v, i := c.ControllerManagerVersion(); v != "" {
 		fmt.Fprintf(&b, "\nkube-controller-manager %s, connected to %s only (log %s)\n", v, servers[i].Context, c.ControllerManagerLogPath())
 	}
+	if nodes := c.Nodes(); len(nodes) > 0 {
+		b.WriteString("\nNodes (containerd + kubelet each; kube-apiserver, and on node-0 kube-controller-manager and kube-scheduler, as static pods):\n")
+		for _, n := range nodes {
+			fmt.Fprintf(&b, "  %s  %s  manifests %s  (kubelet log %s, Pod logs %s)\n", n.Name, n.IP, n.ManifestsDir, n.KubeletLog, n.PodLogsDir)
+		}
+		fmt.Fprintf(&b, "peerdiscovery-apiserver: Deployment %s/%s, installed with kubectl apply -k %s\n", localcluster.ExtensionNamespace, localcluster.ExtensionDeployment, c.ExtensionOverlayDir())
+	}
 	if exts := c.Extensions(); len(exts) > 0 {
 		b.WriteString("\npeerdiscovery-apiserver replicas:\n")
 		for _, e := range exts {
@@ -178,7 +190,10 @@ func printUsage(c *localcluster.Cluster, took time.Duration) {
 	fmt.Fprintf(&b, "Use kubectl %s (/usr/bin/kubectl is outside the version skew).\n\nTry:\n", localcluster.KubectlVersion)
 	k := fmt.Sprintf("%s --kubeconfig %s", kubectl, kc)
 	oldest := servers[0].Context
-	if len(c.Extensions()) > 0 {
+	if len(c.Nodes()) > 0 {
+		fmt.Fprintf(&b, "  %s get pods -A -o wide\n", k)
+	}
+	if len(c.Extensions()) > 0 || len(c.Nodes()) > 0 {
 		fmt.Fprintf(&b, "  %s --context %s get peerroutingtables\n", k, oldest)
 		fmt.Fprintf(&b, "  %s --context %s get apiserverpeers\n", k, oldest)
 		fmt.Fprintf(&b, "  %s --context %s get --raw /apis/peerdiscovery.k8s.io/v1alpha1/peeraggregateddiscoveries/cluster\n", k, oldest)

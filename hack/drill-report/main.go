@@ -15,8 +15,9 @@
 // drill-report writes the upgrade drill's report: the Markdown table of
 // the runs side by side and a PNG timeline (latency percentiles and
 // failures over time, the steps marked). hack/upgrade-drill.sh runs it.
-// It is a module of its own so that the plotting library stays out of
-// peerdiscovery's go.mod.
+// With --chaos DIR it writes the chaos soak's timeline instead
+// (hack/chaos.sh). It is a module of its own so that the plotting library
+// stays out of peerdiscovery's go.mod.
 package main
 
 import (
@@ -36,6 +37,7 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 
 	"sigs.k8s.io/peerdiscovery/test/upgradedrill"
+	"sigs.k8s.io/peerdiscovery/test/workload"
 )
 
 const bucket = 5 * time.Second
@@ -43,21 +45,28 @@ const bucket = 5 * time.Second
 func main() {
 	dir := flag.String("dir", "_output/upgrade-drill", "folder of the drill results (<routing>-<mode>.json)")
 	mode := flag.String("mode", "full", "which drill: full or short")
+	chaosDir := flag.String("chaos", "", "folder of a chaos soak (results.json): write its timeline.png and report.md there")
+	summary := flag.String("chaos-summary", "", "write one table over the chaos soaks in the folders given as arguments to this file")
 	flag.Parse()
-	var results []*upgradedrill.Result
-	for _, routing := range []string{"peerdiscovery", "upstream"} {
-		data, err := os.ReadFile(filepath.Join(*dir, routing+"-"+*mode+".json"))
-		if os.IsNotExist(err) {
-			continue
-		}
-		if err != nil {
+	if *summary != "" {
+		if err := chaosSummary(*summary, flag.Args()); err != nil {
 			fail(err)
 		}
-		r := &upgradedrill.Result{}
-		if err := json.Unmarshal(data, r); err != nil {
-			fail(fmt.Errorf("%s: %w", routing, err))
+		return
+	}
+	if *chaosDir != "" {
+		if err := chaosReport(*chaosDir); err != nil {
+			fail(err)
 		}
-		results = append(results, r)
+		return
+	}
+	var results []*upgradedrill.Result
+	data, err := os.ReadFile(filepath.Join(*dir, "drill-"+*mode+".json"))
+	if err != nil {
+		fail(err)
+	}
+	if err := json.Unmarshal(data, &results); err != nil {
+		fail(fmt.Errorf("%s: %w", *dir, err))
 	}
 	if len(results) == 0 {
 		fail(fmt.Errorf("no drill results in %s", *dir))
@@ -91,33 +100,7 @@ func timeline(path string, results []*upgradedrill.Result) error {
 		fails.Title.Text = r.Routing + ": per second"
 		fails.X.Label.Text = "seconds since the workload started"
 		n := int(r.Phases[len(r.Phases)-1].End/bucket) + 1
-		durs := make([][]time.Duration, n)
-		failed, retried := make([]float64, n), make([]float64, n)
-		for _, s := range r.Samples {
-			i := int(s.At / bucket)
-			if s.Verb != "watch" {
-				durs[i] = append(durs[i], s.Took)
-			}
-			if s.Code != 200 {
-				failed[i]++
-			}
-		}
-		for _, a := range r.Attempts {
-			if a.Code == 503 && a.RetryAfter && int(a.At/bucket) < n {
-				retried[int(a.At/bucket)]++
-			}
-		}
-		var p50, p99, f, ra plotter.XYs
-		for i := range n {
-			x := (float64(i) + 0.5) * bucket.Seconds()
-			if len(durs[i]) > 0 {
-				slices.Sort(durs[i])
-				p50 = append(p50, plotter.XY{X: x, Y: ms(durs[i][len(durs[i])/2])})
-				p99 = append(p99, plotter.XY{X: x, Y: ms(durs[i][min(len(durs[i])-1, len(durs[i])*99/100)])})
-			}
-			f = append(f, plotter.XY{X: x, Y: failed[i] / bucket.Seconds()})
-			ra = append(ra, plotter.XY{X: x, Y: retried[i] / bucket.Seconds()})
-		}
+		p50, p99, f, ra := series(r.Samples, r.Attempts, n)
 		if err := addLines(lat, map[string]plotter.XYs{"p50": p50, "p99": p99}); err != nil {
 			return err
 		}
@@ -136,6 +119,47 @@ func timeline(path string, results []*upgradedrill.Result) error {
 		}
 		rows = append(rows, []*plot.Plot{lat}, []*plot.Plot{fails})
 	}
+	return draw2png(path, rows)
+}
+
+// series are, per 5 s bucket of n: latency p50 and p99 (ms, watches
+// excluded), operations failed after retries per second, and 503
+// attempts with Retry-After per second.
+func series(samples []workload.Sample, attempts []workload.Attempt, n int) (p50, p99, failedPerSec, retriedPerSec plotter.XYs) {
+	durs := make([][]time.Duration, n)
+	failed, retried := make([]float64, n), make([]float64, n)
+	for _, s := range samples {
+		i := int(s.At / bucket)
+		if i >= n {
+			continue
+		}
+		if s.Verb != "watch" {
+			durs[i] = append(durs[i], s.Took)
+		}
+		if s.Code != 200 {
+			failed[i]++
+		}
+	}
+	for _, a := range attempts {
+		if a.Code == 503 && a.RetryAfter && int(a.At/bucket) < n {
+			retried[int(a.At/bucket)]++
+		}
+	}
+	for i := range n {
+		x := (float64(i) + 0.5) * bucket.Seconds()
+		if len(durs[i]) > 0 {
+			slices.Sort(durs[i])
+			p50 = append(p50, plotter.XY{X: x, Y: ms(durs[i][len(durs[i])/2])})
+			p99 = append(p99, plotter.XY{X: x, Y: ms(durs[i][min(len(durs[i])-1, len(durs[i])*99/100)])})
+		}
+		failedPerSec = append(failedPerSec, plotter.XY{X: x, Y: failed[i] / bucket.Seconds()})
+		retriedPerSec = append(retriedPerSec, plotter.XY{X: x, Y: retried[i] / bucket.Seconds()})
+	}
+	return p50, p99, failedPerSec, retriedPerSec
+}
+
+// draw2png draws the plots one per row into a PNG at path.
+func draw2png(path string, rows [][]*plot.Plot) error {
 	img := vgimg.New(vg.Points(1100), vg.Points(float64(260*len(rows))))
 	dc := draw.New(img)
 	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadX: vg.Points(8), PadY: vg.Points(12), PadTop: vg.Points(8), PadBottom: vg.Points(8), PadLeft: vg.Points(8), PadRight: vg.Points(8)}
@@ -152,7 +176,8 @@ func timeline(path string, results []*upgradedrill.Result) error {
 	return err
 }
 
-var palette = []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255}}
+var palette = []color.Color{color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255},
+	color.RGBA{R: 44, G: 160, B: 44, A: 255}, color.RGBA{R: 255, G: 127, B: 14, A: 255}, color.RGBA{R: 148, G: 103, B: 189, A: 255}}
 
 func addLines(p *plot.Plot, series map[string]plotter.XYs) error {
 	names := make([]string, 0, len(series))

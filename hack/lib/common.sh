@@ -25,6 +25,9 @@
 #   _output/bin/kube-apiserver-v1.37.2/kube-apiserver (+ .stamp)
 #   _output/bin/kube-apiserver-upstream-v1.37.2/kube-apiserver (+ .stamp)
 #   _output/bin/kube-controller-manager-v1.36.3/kube-controller-manager (+ .stamp)
+#   _output/bin/kubelet-v1.36.3/kubelet, kube-scheduler-v1.36.3/kube-scheduler,
+#     kube-proxy-v1.36.3/kube-proxy (+ .stamp)   the node-based plane
+#   _output/images/*.tar                OCI image archives (hack/build-images.sh)
 #   _output/build/<name>-<version>/   generated wrapper Go modules
 #   _output/tmp/                      scratch space for smoke tests
 #
@@ -57,10 +60,14 @@ KUBE_VERSIONS="v1.35.4 ${DEFAULT_KUBE_VERSIONS}"
 # The kube-controller-manager test/controllers and local-up run: the oldest
 # release of the default control plane.
 KUBE_CONTROLLER_MANAGER_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
+# The node components of the node-based plane (hack/local-up.sh --nodes):
+# kubelet, kube-scheduler and kube-proxy of the oldest release it runs, as
+# on a node not upgraded yet.
+KUBE_NODE_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 KUBECTL_VERSION="v1.37.2"
 
 export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
-export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBECTL_VERSION
+export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBE_NODE_VERSION KUBECTL_VERSION
 
 # Paths of the built binaries.
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
@@ -69,6 +76,9 @@ kube_apiserver_bin() { echo "${BIN_DIR}/kube-apiserver-${1:?version}/kube-apiser
 # Plain upstream binaries of a release, without the filter.
 kube_apiserver_upstream_bin() { echo "${BIN_DIR}/kube-apiserver-upstream-${1:?version}/kube-apiserver"; }
 kube_controller_manager_bin() { echo "${BIN_DIR}/kube-controller-manager-${1:?version}/kube-controller-manager"; }
+kubelet_bin() { echo "${BIN_DIR}/kubelet-${1:?version}/kubelet"; }
+kube_scheduler_bin() { echo "${BIN_DIR}/kube-scheduler-${1:?version}/kube-scheduler"; }
+kube_proxy_bin() { echo "${BIN_DIR}/kube-proxy-${1:?version}/kube-proxy"; }
 # Upstream's e2e test binary of a release (hack/build-e2e-test.sh).
 e2e_test_bin() { echo "${BIN_DIR}/e2e-test-${1:?version}/e2e.test"; }
 
@@ -139,3 +149,53 @@ with_lock() {
 
 # elapsed_since START_SECONDS prints "Ns".
 elapsed_since() { echo "$(($(date +%s) - ${1}))s"; }
+
+# Stages: hack/test.sh reports each stage of a run (seconds, and whether a
+# build was cached or built) in a table at the end. A stage appends one
+# tab-separated line (name, seconds, note) to ${PEERDISCOVERY_STAGE_FILE}
+# when it is set; scripts run by a stage (hack/build-all.sh) add their own.
+#
+# stage::run NAME CMD... runs CMD and records it; the note is what CMD
+# leaves in STAGE_NOTE (a shell function can set it), else "ran".
+stage::run() {
+  local name="${1}" start rc=0
+  shift
+  STAGE_NOTE=""
+  start="$(date +%s)"
+  log::info "=== ${name}"
+  "$@" || rc=$?
+  stage::record "${name}" "$(($(date +%s) - start))" "${STAGE_NOTE:-ran}$( ((rc == 0)) || echo ", failed (rc ${rc})")"
+  return "${rc}"
+}
+
+# stage::build NAME BINARY CMD... runs a build command as a stage: "built"
+# when BINARY changed, "cached" when the script found it up to date.
+stage::build() {
+  local name="${1}" bin="${2}" before after start rc=0
+  shift 2
+  before="$(stat -c %Y.%i "${bin}" 2>/dev/null || true)"
+  start="$(date +%s)"
+  "$@" || rc=$?
+  after="$(stat -c %Y.%i "${bin}" 2>/dev/null || true)"
+  local note="built"
+  [[ -n "${before}" && "${before}" == "${after}" ]] && note="cached"
+  ((rc == 0)) || note="failed (rc ${rc})"
+  stage::record "build ${name}" "$(($(date +%s) - start))" "${note}"
+  return "${rc}"
+}
+
+stage::record() {
+  [[ -n "${PEERDISCOVERY_STAGE_FILE:-}" ]] || return 0
+  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"${PEERDISCOVERY_STAGE_FILE}"
+}
+
+# stage::table prints the recorded stages and their total.
+stage::table() {
+  [[ -s "${PEERDISCOVERY_STAGE_FILE:-}" ]] || return 0
+  awk -F'\t' '
+    { rows[NR] = $0; if (length($1) > w) w = length($1) }
+    END {
+      printf "%-*s %8s  %s\n", w, "stage", "seconds", "cached or built"
+      for (i = 1; i <= NR; i++) { split(rows[i], f, "\t"); printf "%-*s %8d  %s\n", w, f[1], f[2], f[3] }
+    }' "${PEERDISCOVERY_STAGE_FILE}"
+}

@@ -38,6 +38,12 @@ PEERDISCOVERY_KUBE_RELEASE_SOURCED=1
 # shellcheck source-path=SCRIPTDIR source=golang.sh
 source "$(dirname "${BASH_SOURCE[0]}")/golang.sh"
 
+# Release binaries are static, as upstream builds them: the container
+# images (hack/build-images.sh) have no libc, and a binary built with cgo
+# (the default where gcc is installed) would not start in them. This file
+# is among every build's cache inputs, so changing it rebuilds them.
+export CGO_ENABLED=0
+
 # kube_release_lib_files prints the hack/lib files every release build
 # sources, so that build scripts list them among their cache inputs.
 kube_release_lib_files() {

@@ -70,7 +70,12 @@ func (c *Cluster) LoadBalancerEndpoint() string {
 func (c *Cluster) Servers() []ServerInfo {
 	out := make([]ServerInfo, len(c.servers))
 	for i, s := range c.servers {
-		out[i] = ServerInfo{Name: s.name, Version: s.spec.Version, IP: s.ip.String(), Endpoint: c.endpoint(s), Context: s.context, LogPath: s.proc.logPath}
+		out[i] = ServerInfo{Name: s.name, Version: s.spec.Version, IP: s.ip.String(), Endpoint: c.endpoint(s), Context: s.context}
+		if s.proc != nil {
+			out[i].LogPath = s.proc.logPath
+		} else if c.nodes != nil {
+			out[i].LogPath = c.nodes.nodes[i].podLogsDir() // the kubelet's Pod logs
+		}
 	}
 	return out
 }
@@ -90,8 +95,12 @@ func (c *Cluster) logPath(name string) string { return filepath.Join(c.logDir, n
 // peerdiscovery-apiserver-<i>) to its log file.
 func (c *Cluster) LogPaths() map[string]string {
 	m := map[string]string{"etcd": c.logPath("etcd")}
-	for _, s := range c.servers {
-		m[s.name] = c.logPath(s.name)
+	if c.nodes != nil {
+		c.nodeLogPaths(m)
+	} else {
+		for _, s := range c.servers {
+			m[s.name] = c.logPath(s.name)
+		}
 	}
 	for _, e := range c.exts {
 		m[e.name] = c.logPath(e.name)
@@ -124,7 +133,13 @@ func (c *Cluster) Health() error {
 	if err := c.etcd.exitErr(); err != nil {
 		errs = append(errs, err)
 	}
+	if c.nodes != nil {
+		errs = append(errs, c.nodesHealth())
+	}
 	for _, s := range c.servers {
+		if s.proc == nil {
+			continue // a static pod: the kubelet restarts it
+		}
 		if err := s.proc.exitErr(); err != nil && !s.down.Load() {
 			errs = append(errs, fmt.Errorf("%w (log: %s)", err, s.proc.logPath))
 		}

@@ -119,13 +119,16 @@ type Cluster struct {
 	servers []*kubeServer
 	exts    []*extReplica
 	lb      *loadBalancer
-	kcm     *process // nil without a kube-controller-manager
+	kcm     *process   // nil without a kube-controller-manager
+	nodes   *nodePlane // nil on the process plane (see NodesSpec)
 
 	kcmMu       sync.Mutex
 	kcmRestarts int      // how often the harness restarted kube-controller-manager
 	kcmReasons  []string // why, the last maxRestartReasons times
 
 	lock *os.File // flock on the subnet
+
+	faults faultState // partitions and CPU caps in place (faults.go)
 
 	kubeconfig    string
 	extKubeconfig string
@@ -157,6 +160,12 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 	bins, err := cfg.resolveBinaries(ctx)
 	if err != nil {
 		return nil, err
+	}
+	var nodes *nodePlane
+	if cfg.Nodes.Enabled {
+		if nodes, err = cfg.resolveNodeBinaries(ctx, bins); err != nil {
+			return nil, err
+		}
 	}
 
 	ctx, cancel := context.WithTimeout(ctx, cfg.StartTimeout)
@@ -223,8 +232,19 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 		suffixes = append(suffixes, kubeIPSuffixBase+i)
 	}
 	assignContextNames(c.servers)
+	if nodes != nil {
+		c.nodes = nodes
+		nodes.runID = strings.TrimPrefix(nw.Name, "pd-")
+		for i, s := range c.servers {
+			s.name = "kube-apiserver-" + nodeName(i) // the mirror pod's name
+			nodes.nodes = append(nodes.nodes, &node{index: i, name: nodeName(i), ip: s.ip,
+				dir:     filepath.Join(runDir, "nodes", nodeName(i)),
+				runtime: filepath.Join(nodeRuntimeBase, nodes.runID, nodeName(i)),
+				cgroup:  filepath.Join(cgroupBase, nodes.runID, nodeName(i))})
+		}
+	}
 	var extIPs []net.IP
-	for i := 0; i < cfg.ExtensionReplicas; i++ {
+	for i := 0; i < cfg.ExtensionReplicas && nodes == nil; i++ {
 		c.exts = append(c.exts, &extReplica{index: i, name: fmt.Sprintf("peerdiscovery-apiserver-%d", i), ip: nw.ip(extIPSuffixBase + i)})
 		extIPs = append(extIPs, nw.ip(extIPSuffixBase+i))
 		suffixes = append(suffixes, extIPSuffixBase+i)
@@ -249,23 +269,12 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 	if err := c.startEtcd(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.startKubeAPIServers(ctx); err != nil {
-		return nil, err
-	}
-	if err := c.writeKubeconfig(); err != nil {
-		return nil, err
-	}
-	if len(c.exts) > 0 {
-		if err := c.deployExtension(ctx); err != nil {
+	if c.nodes != nil {
+		if err := c.startNodePlane(ctx); err != nil {
 			return nil, err
 		}
-	}
-	// After the extension server: its controllers then start with the
-	// whole cluster's discovery.
-	if !cfg.ControllerManager.Disabled {
-		if err := c.startControllerManager(ctx); err != nil {
-			return nil, err
-		}
+	} else if err := c.startProcessPlane(ctx); err != nil {
+		return nil, err
 	}
 	if cfg.LinkKubeconfig {
 		if err := c.linkKubeconfig(localUp); err != nil {
@@ -274,6 +283,30 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 	}
 	cfg.Logf("cluster up in %s (run folder %s)", time.Since(start).Round(100*time.Millisecond), runDir)
 	return c, nil
+}
+
+// startProcessPlane starts the kube-apiservers, the extension replicas and
+// kube-controller-manager as processes.
+func (c *Cluster) startProcessPlane(ctx context.Context) error {
+	if err := c.startKubeAPIServers(ctx); err != nil {
+		return err
+	}
+	if err := c.writeKubeconfig(); err != nil {
+		return err
+	}
+	if len(c.exts) > 0 {
+		if err := c.deployExtension(ctx); err != nil {
+			return err
+		}
+	}
+	// After the extension server: its controllers then start with the
+	// whole cluster's discovery.
+	if !c.cfg.ControllerManager.Disabled {
+		if err := c.startControllerManager(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Stop stops every process of the cluster (SIGTERM, then SIGKILL), deletes
@@ -315,12 +348,20 @@ func (c *Cluster) Stop() error {
 		if c.lb != nil {
 			c.lb.close()
 		}
+		if c.nodes != nil {
+			if err := c.stopNodes(); err != nil {
+				errs = append(errs, err)
+			}
+		}
 		var servers []*process
 		for _, s := range c.servers {
 			servers = append(servers, s.proc)
 		}
 		stopAll(servers, 20*time.Second)
 		stopAll([]*process{c.etcd}, 10*time.Second)
+		if err := c.clearFaults(); err != nil {
+			errs = append(errs, err)
+		}
 		if err := c.net.destroy(); err != nil {
 			errs = append(errs, err)
 		}

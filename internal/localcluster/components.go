@@ -65,7 +65,7 @@ func (c *Cluster) startAgain(p *process, what string, ready func(context.Context
 // shutdown (SIGKILL after 60s), SIGKILL for a crash. The load balancer in
 // front of the servers skips it until StartAPIServer.
 func (c *Cluster) StopAPIServer(i int, sig syscall.Signal) error {
-	s, err := c.server(i)
+	s, err := c.processServer(i)
 	if err != nil {
 		return err
 	}
@@ -81,7 +81,7 @@ func (c *Cluster) FreezeAPIServer(i int) error { return c.signalAPIServer(i, sys
 func (c *Cluster) ThawAPIServer(i int) error { return c.signalAPIServer(i, syscall.SIGCONT) }
 
 func (c *Cluster) signalAPIServer(i int, sig syscall.Signal) error {
-	s, err := c.server(i)
+	s, err := c.processServer(i)
 	if err != nil {
 		return err
 	}
@@ -92,7 +92,7 @@ func (c *Cluster) signalAPIServer(i int, sig syscall.Signal) error {
 // StartAPIServer starts kube-apiserver i again with the same hostname
 // (identity), address, certificates and flags, and waits for its /readyz.
 func (c *Cluster) StartAPIServer(i int) error {
-	s, err := c.server(i)
+	s, err := c.processServer(i)
 	if err != nil {
 		return err
 	}
@@ -110,7 +110,7 @@ func (c *Cluster) StartAPIServer(i int) error {
 // control-plane machine replaced, or a static Pod that came back renamed).
 // Later StartAPIServer calls keep that hostname.
 func (c *Cluster) StartAPIServerAs(i int, hostname string) error {
-	s, err := c.server(i)
+	s, err := c.processServer(i)
 	if err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func (c *Cluster) StartAPIServerAs(i int, hostname string) error {
 // waits for its /readyz. The binary of spec.Version must be built; a
 // routing other than this project's gives spec.Binary.
 func (c *Cluster) UpgradeAPIServer(i int, spec ServerSpec) error {
-	s, err := c.server(i)
+	s, err := c.processServer(i)
 	if err != nil {
 		return err
 	}

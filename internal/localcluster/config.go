@@ -139,6 +139,11 @@ type Config struct {
 	// shown only when a build fails).
 	BuildOutput io.Writer
 
+	// Nodes runs the kube-apiservers as static pods on nodes with a real
+	// kubelet and containerd, and the extension as a Deployment (see
+	// NodesSpec); off by default.
+	Nodes NodesSpec
+
 	// LinkKubeconfig makes OutputDir/local-up/kubeconfig a link to this
 	// run's kubeconfig (cmd/local-up does; tests usually should not, so a
 	// developer's running local-up keeps its link).
@@ -193,6 +198,9 @@ func (c *Config) complete() error {
 		if _, err := utilversion.ParseSemantic(s.Version); err != nil || !strings.HasPrefix(s.Version, "v") {
 			return fmt.Errorf("server %d: version %q is not a release version vX.Y.Z", i, s.Version)
 		}
+	}
+	if err := c.completeNodes(); err != nil {
+		return err
 	}
 	if err := c.completeControllerManager(); err != nil {
 		return err

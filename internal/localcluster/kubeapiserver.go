@@ -126,6 +126,13 @@ rules:
 // AuditLogPath is the audit log of kube-apiserver i (JSON lines,
 // audit.k8s.io/v1 Events).
 func (c *Cluster) AuditLogPath(i int) string {
+	if c.nodes != nil {
+		return filepath.Join(c.nodeAuditDir(i), "audit.log")
+	}
+	return c.processAuditLogPath(i)
+}
+
+func (c *Cluster) processAuditLogPath(i int) string {
 	return filepath.Join(c.logDir, fmt.Sprintf("kube-apiserver-%d-audit.log", i))
 }
 
@@ -139,6 +146,7 @@ func (c *Cluster) startKubeAPIServers(ctx context.Context) error {
 			logPath: c.logPath(s.name),
 			argv:    c.nsArgv(s.name, append([]string{s.binary}, c.kubeAPIServerArgs(s)...)...),
 			env:     s.spec.Env,
+			cred:    c.serverCredential(s.index),
 		}
 		c.cfg.Logf("starting %s %s on %s", s.name, s.spec.Version, s.ip)
 		if err := s.proc.start(); err != nil {

@@ -34,6 +34,9 @@ type process struct {
 	logPath string
 	argv    []string
 	env     []string // added to this process's environment
+	// cred, when set, is the user and groups it runs as (each
+	// kube-apiserver has a group of its own: faults.go).
+	cred *syscall.Credential
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -66,7 +69,7 @@ func (p *process) start() error {
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.Stdin = nil
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL, Credential: p.cred}
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		return fmt.Errorf("starting %s: %w", p.name, err)
@@ -229,4 +232,19 @@ func shellJoin(argv []string) string {
 		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 	}
 	return strings.Join(out, " ")
+}
+
+// pid is the process id of the current run (0 when not running).
+func (p *process) pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	select {
+	case <-p.done:
+		return 0
+	default:
+		return p.cmd.Process.Pid
+	}
 }

@@ -105,6 +105,11 @@ func cleanStaleRuns(dir string, keep int, logf func(string, ...any)) {
 			continue
 		}
 		if m.Network.Name != "" && strings.HasPrefix(m.Network.Name, "pd-") {
+			// A node-based run's containers are in no process tree and no
+			// network namespace of ours: its cgroups find them.
+			if err := cleanNodeRun(runDir, strings.TrimPrefix(m.Network.Name, "pd-")); err != nil {
+				logf("cleaning up the nodes of %s: %v", e.Name(), err)
+			}
 			logf("cleaning up after dead run %s (pid %d): netns %s, veth %s", e.Name(), m.PID, m.Network.Name, m.Network.HostIf)
 			if err := m.Network.destroy(); err != nil {
 				logf("cleaning up %s: %v", m.Network.Name, err)

@@ -133,10 +133,19 @@ func (c CompletedConfig) New() (*Engine, error) {
 	e.crds = apiextensionsinformers.NewSharedInformerFactory(clients.APIExtensions, 0).Apiextensions().V1().CustomResourceDefinitions().Informer()
 	e.apiservice = aggregatorinformers.NewSharedInformerFactory(clients.Aggregator, 0).Apiregistration().V1().APIServices().Informer()
 	for _, inf := range []cache.SharedIndexInformer{e.leases, e.slices, e.crds, e.apiservice} {
+		changed := e.poke
+		if inf == e.leases {
+			// Heard before the poke, so the reconcile it causes trusts
+			// the watch (lapseJudgeTime).
+			changed = func() {
+				e.leaseHeard.Store(e.clock.Now().UnixNano())
+				e.poke()
+			}
+		}
 		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { e.poke() },
-			UpdateFunc: func(old, cur interface{}) { e.poke() },
-			DeleteFunc: func(interface{}) { e.poke() },
+			AddFunc:    func(interface{}) { changed() },
+			UpdateFunc: func(old, cur interface{}) { changed() },
+			DeleteFunc: func(interface{}) { changed() },
 		}); err != nil {
 			return nil, err
 		}

@@ -30,8 +30,8 @@ import (
 
 // leftByLease applies what a departed or lapsed Lease says. Everything it
 // sets comes from the Lease, so every replica publishes the same peer: the
-// time it left, its endpoint, and, when it recorded them at departure, the
-// resources its tombstone keeps (a scraped document is replaced by them).
+// time it left, its endpoint, and the resources its tombstone keeps, which
+// its filter recorded in the Lease while it ran.
 func (e *Engine) leftByLease(p *peerState, id string, o *observed, now time.Time) {
 	until := o.goneAt.Add(e.opts.TombstonePeriod)
 	if !now.Before(until) {
@@ -65,20 +65,30 @@ func (e *Engine) leftByLease(p *peerState, id string, o *observed, now time.Time
 		p.BinaryVersion = o.version
 	}
 	p.Sources = sortedSources(o.sources)
-	if o.served != nil && (!p.HasDocument || p.docFromLease) {
-		// A replica that never read the peer (it started later) takes the
-		// recorded list; one that read it keeps the full document, which
-		// merged discovery lists during the tombstone with verbs and kinds
-		// (the list has GVRs and scopes only). Replicas agree by
-		// replication: only the leader publishes. Kept if the peer comes
-		// back under the same ID, until its first read: its APIs answer
-		// 503 meanwhile, not 404.
-		p.API, p.APIs = servedDocuments(o.served)
-		p.HasDocument, p.docFromLease = true, true
+	// A replica that never read the peer (it started later) takes the
+	// recorded list; one that read it keeps the full document, which
+	// merged discovery lists during the tombstone with verbs and kinds (the
+	// list has GVRs and scopes only). Kept if the peer comes back under the
+	// same ID, until its first read: its APIs answer 503 meanwhile, not 404.
+	if p.useRecordedList(o.served) {
 		// Nothing this replica alone knows: a replica that never read the
 		// peer publishes the same object.
-		p.APIETag, p.APIsETag, p.LastSyncTime, p.LastError, p.Stale = "", "", time.Time{}, "", false
+		p.LastSyncTime, p.LastError, p.Stale = time.Time{}, "", false
 	}
+}
+
+// useRecordedList makes the resource list a peer's registration Lease
+// records its documents, unless this replica has read the peer itself:
+// a read document is richer (verbs, kinds) and newer. It reports whether
+// the list is in use.
+func (p *peerState) useRecordedList(served []peerlease.ServedResource) bool {
+	if served == nil || (p.HasDocument && !p.docFromLease) {
+		return false
+	}
+	p.API, p.APIs = servedDocuments(served)
+	p.APIETag, p.APIsETag = "", ""
+	p.HasDocument, p.docFromLease = true, true
+	return true
 }
 
 func sortedSources(set map[v1alpha1.PeerSource]bool) []v1alpha1.PeerSource {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
 // Event reasons, one per peer transition.
@@ -69,6 +70,13 @@ type Engine struct {
 	deletedGVs  map[schema.GroupVersion]bool
 	badLeases   map[string]string
 	initialized bool
+	// nextLapse is when the first live Lease lapses unless renewed: Run
+	// wakes then, so a server that stops renewing (frozen, crashed, cut
+	// off) is seen as gone at once, not at the next refresh.
+	nextLapse time.Time
+	// leaseHeard is when the Lease informer last delivered an event (Unix
+	// ns on the engine's clock): see lapseJudgeTime.
+	leaseHeard atomic.Int64
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -83,8 +91,8 @@ type Engine struct {
 // peerState is what the engine knows of one peer beyond what it publishes.
 type peerState struct {
 	compute.Peer
-	// docFromLease: the documents are the departure record's resource
-	// list, not a read of the peer.
+	// docFromLease: the documents are the resource list its registration
+	// Lease records, not a read of the peer.
 	docFromLease bool
 	inflight     bool
 	tried        bool
@@ -126,7 +134,29 @@ func (e *Engine) Run(ctx context.Context) error {
 	ticker := e.clock.NewTicker(e.opts.RefreshInterval)
 	defer ticker.Stop()
 	e.reconcile(ctx, true)
+	var lapse clock.Timer
+	var lapseAt time.Time
+	defer func() {
+		if lapse != nil {
+			lapse.Stop()
+		}
+	}()
 	for {
+		// Wake when the first live Lease lapses (just after: a Lease is
+		// live up to its expiry).
+		if !e.nextLapse.Equal(lapseAt) {
+			if lapse != nil {
+				lapse.Stop()
+				lapse = nil
+			}
+			if lapseAt = e.nextLapse; !lapseAt.IsZero() {
+				lapse = e.clock.NewTimer(lapseAt.Sub(e.clock.Now()) + lapseSlack)
+			}
+		}
+		var lapsed <-chan time.Time
+		if lapse != nil {
+			lapsed = lapse.C()
+		}
 		// Publish as soon as every peer was tried (at once when there is
 		// none), without waiting for another event.
 		if !e.initialized {
@@ -142,12 +172,45 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 			e.reconcile(ctx, true)
+		case <-lapsed:
+			lapse, lapseAt = nil, time.Time{}
+			e.reconcile(ctx, false)
 		case <-e.trigger:
 			e.reconcile(ctx, false)
 		case r := <-e.results:
 			e.apply(ctx, r)
 		}
 	}
+}
+
+// lapseSlack is how long after a Lease's expiry Run looks at it again.
+const lapseSlack = 50 * time.Millisecond
+
+// Lease lapses are judged only as far as this replica's Lease watch is
+// known to work. Live servers renew every peerlease.DefaultRenewInterval,
+// so a watch that delivered nothing for two of them is probably stuck (on
+// a kube-apiserver that stopped answering), and a Lease that seems to lapse
+// meanwhile may have been renewed unseen: marking that server gone would
+// end the requests in flight to it. So lapses are judged at the time up to
+// which the watch is trusted, and at most one Lease duration late (every
+// server may really be gone).
+const (
+	leaseWatchTrust = 2 * peerlease.DefaultRenewInterval
+	maxLapseDelay   = peerlease.DefaultDurationSeconds * time.Second
+)
+
+// lapseJudgeTime is the time at which Leases are judged live or lapsed:
+// now while the Lease watch is trusted, else the time it was last trusted,
+// but never more than maxLapseDelay before now.
+func (e *Engine) lapseJudgeTime(now time.Time) time.Time {
+	trusted := time.Unix(0, e.leaseHeard.Load()).Add(leaseWatchTrust)
+	if !trusted.Before(now) {
+		return now
+	}
+	if floor := now.Add(-maxLapseDelay); trusted.Before(floor) {
+		return floor
+	}
+	return trusted
 }
 
 func (e *Engine) allTried() bool {

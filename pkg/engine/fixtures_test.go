@@ -146,7 +146,7 @@ func routedGV(v compute.Output, g, ver string) bool {
 // regLease is a registration lease renewed now, lasting a day so that
 // stepping the fake clock does not make it lapse.
 func regLease(id, endpoint, version string, now time.Time) *coordinationv1.Lease {
-	l := peerlease.NewRegistrationLease(nil, id, endpoint, version, now)
+	l := peerlease.NewRegistrationLease(nil, id, endpoint, version, "", now)
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](86400)
 	return l
 }

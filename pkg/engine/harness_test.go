@@ -26,7 +26,10 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	extfake "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset/fake"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/record"
@@ -34,6 +37,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
@@ -322,6 +326,28 @@ func (h *harness) stop() {
 	case <-time.After(waitTimeout):
 		h.t.Error("Run did not return after its context ended")
 	}
+}
+
+// setTimeWithLeaseTraffic moves the fake clock to at, as a real cluster's
+// other kube-system Leases (schedulers, controller managers, identity
+// Leases) keep renewing every few seconds meanwhile: the engine hears its
+// Lease watch at the new time, so it judges lapses at once
+// (lapseJudgeTime) rather than as if its watch were stuck.
+func (h *harness) setTimeWithLeaseTraffic(at time.Time) {
+	h.t.Helper()
+	h.clk.SetTime(at)
+	leases := h.kube.CoordinationV1().Leases(peerlease.Namespace)
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: peerlease.Namespace}}
+	l.Spec.RenewTime = &metav1.MicroTime{Time: at}
+	if _, err := leases.Update(context.Background(), l, metav1.UpdateOptions{}); apierrors.IsNotFound(err) {
+		_, err = leases.Create(context.Background(), l, metav1.CreateOptions{})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+	} else if err != nil {
+		h.t.Fatal(err)
+	}
+	poll.Eventually(h.t, "the engine heard its Lease watch", func() bool { return h.eng.leaseHeard.Load() == at.UnixNano() })
 }
 
 // tick moves the fake clock one refresh interval on, which fires a refresh.

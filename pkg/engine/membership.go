@@ -38,10 +38,14 @@ type observed struct {
 	// replica, whenever it started, gives it the same tombstone.
 	live   bool
 	goneAt time.Time
-	// departed: its registration Lease records a graceful shutdown; served
-	// is the resource list recorded with it (nil when there is none).
+	// departed: its registration Lease records a graceful shutdown.
 	departed bool
-	served   []peerlease.ServedResource
+	// served is what the server serves itself as its registration Lease
+	// records it (nil when it does not): its routes before this replica
+	// has read it, and its tombstone after it is gone.
+	served []peerlease.ServedResource
+	// expires is when a live identity's Leases lapse unless renewed.
+	expires time.Time
 	// retiredBy is the newer identity registered at the same endpoint.
 	retiredBy string
 	// acquired and renewed order the identities claiming one endpoint.
@@ -63,7 +67,10 @@ func newer(a *observed, aID string, b *observed, bID string) bool {
 // observe reads the informer caches into the current membership: every
 // identity a Lease names (live or not) and every address of the
 // default/kubernetes EndpointSlices no Lease claims.
-func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observed {
+//
+// Leases are judged live or lapsed at judgeAt (lapseJudgeTime), tombstones
+// at now.
+func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string]*observed {
 	logger := klog.FromContext(ctx)
 	type leases struct{ reg, ident *peerlease.Registration }
 	byID := map[string]*leases{}
@@ -133,7 +140,7 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 			if x.r.RenewTime.After(o.renewed) {
 				o.renewed = x.r.RenewTime
 			}
-			if !o.departed && x.r.Live(now) {
+			if !o.departed && x.r.Live(judgeAt) {
 				if !o.live {
 					// The first live Lease seen replaces what non-live
 					// ones said.
@@ -154,11 +161,19 @@ func (e *Engine) observe(ctx context.Context, now time.Time) map[string]*observe
 				o.goneAt = gone
 			}
 		}
+		if ls.reg != nil {
+			o.served = ls.reg.Served
+		}
 		if o.departed {
-			o.goneAt, o.served = ls.reg.GoneAt(), ls.reg.Served
+			o.goneAt = ls.reg.GoneAt()
 		}
 		if o.live {
 			o.goneAt = time.Time{}
+			for _, r := range []*peerlease.Registration{ls.ident, ls.reg} {
+				if r != nil && r.Live(judgeAt) && r.Expires.After(o.expires) {
+					o.expires = r.Expires
+				}
+			}
 		}
 		out[id] = o
 	}

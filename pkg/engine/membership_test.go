@@ -158,7 +158,7 @@ func TestEngineIdentityLeases(t *testing.T) {
 
 	// Identity leases last an hour, but one not renewed for
 	// IdentityLeaseStaleAfter means its server is gone.
-	h.clk.Step(h.opts.IdentityLeaseStaleAfter + time.Second)
+	h.setTimeWithLeaseTraffic(h.clk.Now().Add(h.opts.IdentityLeaseStaleAfter + time.Second))
 	v = h.pub.waitFor(t, "the identity-only peer gone", func(v compute.Output) bool {
 		p := peerOf(v, "apiserver-abc")
 		return p != nil && p.Status.LeftTime != nil
@@ -276,13 +276,13 @@ func TestEngineLeaseDeletedTombstone(t *testing.T) {
 }
 
 func TestEngineLeaseLapses(t *testing.T) {
-	short := peerlease.NewRegistrationLease(nil, idA, epA, "", t0) // 10s, never renewed
+	short := peerlease.NewRegistrationLease(nil, idA, epA, "", "", t0) // 10s, never renewed
 	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{short, regLease(idB, epB, "", t0)}})
 	h.scraper.set(epA, serve(document("v1.37.2")))
 	h.scraper.set(epB, serve(document("v1.37.2")))
 	h.start()
 	h.pub.waitFor(t, "both ready", func(v compute.Output) bool { return isReady(v, idA) && isReady(v, idB) })
-	h.clk.Step(peerlease.DefaultDurationSeconds*time.Second + time.Second)
+	h.setTimeWithLeaseTraffic(h.clk.Now().Add(peerlease.DefaultDurationSeconds*time.Second + time.Second))
 	v := h.pub.waitFor(t, "a lapsed", func(v compute.Output) bool {
 		p := peerOf(v, idA)
 		return p != nil && p.Status.LeftTime != nil
@@ -330,7 +330,7 @@ func TestEngineEndpointMoves(t *testing.T) {
 	h.scraper.set("10.0.0.11:6443", serve(document("v1.37.2", grp("apps", ver("v1", "deployments")))))
 	h.start()
 	h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
-	l := peerlease.NewRegistrationLease(nil, idA, "10.0.0.11:6443", "v1.37.2", t0)
+	l := peerlease.NewRegistrationLease(nil, idA, "10.0.0.11:6443", "v1.37.2", "", t0)
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](86400)
 	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), l, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -56,7 +56,7 @@ func (e *Engine) clusterWide() map[schema.GroupVersion]string {
 // peers, moved peers and, when CRDs or APIServices changed, every peer.
 func (e *Engine) reconcile(ctx context.Context, all bool) {
 	now := e.clock.Now()
-	obs := e.observe(ctx, now)
+	obs := e.observe(ctx, now, e.lapseJudgeTime(now))
 
 	cw := e.clusterWide()
 	changedCW := len(cw) != len(e.lastClusterWide)
@@ -76,6 +76,21 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 	}
 	e.lastClusterWide = cw
 
+	e.nextLapse = time.Time{}
+	for _, o := range obs {
+		if !o.live || o.retiredBy != "" || o.expires.IsZero() {
+			continue
+		}
+		// A Lease that expired unseen is judged at the latest one Lease
+		// duration later (lapseJudgeTime); a Lease event wakes Run sooner.
+		wake := o.expires
+		if !wake.After(now) {
+			wake = wake.Add(maxLapseDelay)
+		}
+		if e.nextLapse.IsZero() || wake.Before(e.nextLapse) {
+			e.nextLapse = wake
+		}
+	}
 	for id, o := range obs {
 		p := e.peers[id]
 		if o.retiredBy != "" {
@@ -109,6 +124,11 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			p.BinaryVersion = o.version
 		}
 		p.Sources = sortedSources(o.sources)
+		// Not read yet (this replica started after a crash of every
+		// replica, or cannot reach the peer): its routes are what its
+		// Lease records, not ready (503) until the first read, never
+		// missing (a false 404).
+		p.useRecordedList(o.served)
 		// A first read already in flight needs no second one: informer
 		// events (the initial list's among them) would otherwise read
 		// every new peer twice.

@@ -16,6 +16,7 @@ package filter
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -25,6 +26,48 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 )
+
+// serveDiscovery answers the discovery and OpenAPI requests whose true
+// answer is the cluster's, not only this server's. It returns false to let
+// the chain answer: a method other than GET, a request a peer proxied here
+// or that asks for this server's own view (X-Kubernetes-Peer-Proxied:
+// true), routing caches not synced yet, and anything this server answers
+// the same as the cluster.
+func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	if r.Method != http.MethodGet || r.Header.Get(PeerProxiedHeader) == "true" || !f.Synced() {
+		return false
+	}
+	path := r.URL.Path
+	switch {
+	case path == "/apis" || path == "/api":
+		return f.discovery.serveRoot(w, r, f.serverID)
+	case path == openAPIRoot:
+		if f.serveOpenAPIRoot(w, r, next) {
+			discoveryServed(endpointOpenAPI, sourceMerged)
+			return true
+		}
+		discoveryServed(endpointOpenAPI, sourceLocal)
+		return false
+	case strings.HasPrefix(path, openAPIPrefix):
+		gv, ok := parseOpenAPIPath(path)
+		if !ok {
+			return false
+		}
+		if f.serveOpenAPIGroupVersion(w, r, gv) {
+			return true
+		}
+		discoveryServed(endpointOpenAPIGroupVersion, sourceLocal)
+		return false
+	}
+	p, ok := parseDiscoveryPath(path)
+	if !ok {
+		return false
+	}
+	if p.version == "" {
+		return f.serveGroup(w, r, p.group)
+	}
+	return f.serveResourceList(w, r, p.groupVersion())
+}
 
 // peerDiscovery serves the peer-aggregated discovery documents: /apis and
 // /api (aggregated, v2) are the merged PeerAggregatedDiscovery combined

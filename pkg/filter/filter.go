@@ -19,9 +19,32 @@
 // that can, using the routing state served by peerdiscovery-apiserver, and
 // serves the peer-aggregated /apis.
 //
-// It must compile against k8s.io/* v0.36.x and v0.37.x, so it imports no
-// generated clientset or informers: it reads the peerdiscovery.k8s.io types
-// through a plain REST client (see docs/design.md).
+// The files, by job:
+//
+//   - filter.go: Options, New, the hooks, and the handler: the routing
+//     decision (pkg/routing) for each request and where it goes;
+//     readiness.go: the readyz check; registration.go: this server's
+//     registration Lease (what it serves, its departure) and the
+//     collection of old ones; status.go: the Status answers the filter
+//     writes itself (503 with Retry-After, 502, 504).
+//   - view_*.go: what the filter knows. view_routes.go: informers on the
+//     peerdiscovery.k8s.io objects and the routing table built from them;
+//     view_local.go: this server's own (profile=nopeer) discovery.
+//   - proxy*.go: sending a request to a peer. proxy.go: candidates,
+//     failover and what a failure answers; proxy_transport.go: the
+//     connection pools; proxy_response.go: what is done to a peer's answer
+//     (read-ahead, redirects, a stream's clean end); proxy_inflight.go:
+//     ending the attempts to a peer that stopped answering.
+//   - discovery*.go: discovery and OpenAPI for the whole cluster.
+//     discovery.go: the dispatcher and the aggregated /apis;
+//     discovery_legacy.go: the legacy forms; discovery_openapi.go: OpenAPI
+//     v3.
+//   - metrics.go, upstreammetrics*.go: metrics (upstream's names kept).
+//
+// It must compile against the k8s.io libraries of every release the
+// project builds (hack/verify-filter-builds.sh checks), so it imports no
+// generated clientset or informers: it reads the peerdiscovery.k8s.io
+// types through a plain REST client (see docs/design.md).
 package filter
 
 import (
@@ -35,7 +58,6 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/audit"
@@ -45,6 +67,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/component-base/version"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -53,9 +76,18 @@ import (
 // PeerProxiedHeader marks a request a peer already proxied (upstream's name).
 const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
 
-// DefaultRegistrationLeaseRetention is Options.RegistrationLeaseRetention's
-// default: six times peerdiscovery-apiserver's default --tombstone-period.
-const DefaultRegistrationLeaseRetention = time.Hour
+// Defaults of the registration Lease collection (Options).
+const (
+	// DefaultRegistrationLeaseRetention is peerdiscovery-apiserver's
+	// default --tombstone-period.
+	DefaultRegistrationLeaseRetention = 10 * time.Minute
+	// DefaultRegistrationLeaseMaxRetention bounds how long a Lease stays
+	// when peerdiscovery-apiserver is absent or out of reach.
+	DefaultRegistrationLeaseMaxRetention = time.Hour
+	// DefaultRegistrationLeaseGCInterval is about how often (jittered up
+	// to twice as long) the filter looks for Leases to collect.
+	DefaultRegistrationLeaseGCInterval = time.Minute
+)
 
 // Options carries what the filter takes from kube-apiserver's own flags.
 // The flag names and meaning are upstream's (--peer-ca-file,
@@ -87,14 +119,19 @@ type Options struct {
 	// peer is detected the same way over HTTP/1.1 and HTTP/2 and the client
 	// still gets a clear 504 from this server.
 	PeerResponseHeaderTimeout time.Duration
-	// RegistrationLeaseRetention is how long a registration Lease stays
-	// after its server departed or its Lease lapsed (default 1h); then any
-	// kube-apiserver's filter deletes it. It must exceed
-	// peerdiscovery-apiserver's --tombstone-period: the Lease is where
-	// every replica reads a departed server's tombstone from.
+	// RegistrationLeaseRetention is how long at least a registration
+	// Lease stays after its server departed or its Lease lapsed (default
+	// 10m); then any kube-apiserver's filter deletes it as soon as
+	// peerdiscovery-apiserver no longer lists the server, i.e. once its
+	// tombstone ended. The Lease is where every replica, even one started
+	// later, reads a gone server's tombstone from.
 	RegistrationLeaseRetention time.Duration
+	// RegistrationLeaseMaxRetention is how long a Lease stays at most
+	// (default 1h), whatever the view says: peerdiscovery-apiserver may be
+	// absent. It must exceed peerdiscovery-apiserver's --tombstone-period.
+	RegistrationLeaseMaxRetention time.Duration
 	// RegistrationLeaseGCInterval is about how often (jittered up to twice
-	// as long) the filter looks for such Leases (default 5m).
+	// as long) the filter looks for such Leases (default 1m).
 	RegistrationLeaseGCInterval time.Duration
 }
 
@@ -162,8 +199,10 @@ type Filter struct {
 	// Set by WrapHandler from the aggregator's generic config.
 	serverID      string
 	binaryVersion string
-	serializer    runtime.NegotiatedSerializer
+	answers       answers
 	longRunning   apirequest.LongRunningRequestCheck
+	// clock is the real clock; tests set a fake one.
+	clock clock.PassiveClock
 
 	proxy     *proxier
 	local     *localDiscovery
@@ -208,11 +247,14 @@ func New(opts Options) (*Filter, error) {
 	if opts.RegistrationLeaseRetention == 0 {
 		opts.RegistrationLeaseRetention = DefaultRegistrationLeaseRetention
 	}
+	if opts.RegistrationLeaseMaxRetention == 0 {
+		opts.RegistrationLeaseMaxRetention = DefaultRegistrationLeaseMaxRetention
+	}
 	if opts.RegistrationLeaseGCInterval == 0 {
-		opts.RegistrationLeaseGCInterval = 5 * time.Minute
+		opts.RegistrationLeaseGCInterval = DefaultRegistrationLeaseGCInterval
 	}
 	registerMetrics()
-	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery()}
+	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery(), clock: clock.RealClock{}}
 	if !opts.Enabled() {
 		filterEnabled.Set(0)
 		// No context reaches New: the process's logger.
@@ -228,6 +270,10 @@ func New(opts Options) (*Filter, error) {
 	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
 		return nil, err
 	}
+	// A peer the view marks not ready stops answering: its requests in
+	// flight end at once instead of waiting for a timeout.
+	f.proxy.peerReady = f.state.peerReady
+	f.state.onPeerStopped = f.proxy.inflight.stop
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
 }
@@ -241,7 +287,8 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 	}
 	f.serverID = c.APIServerID
 	f.binaryVersion = version.Get().GitVersion
-	f.serializer = c.Serializer
+	f.answers = answers{serializer: c.Serializer, retryAfter: f.opts.RetryAfterSeconds}
+	f.proxy.answers = f.answers
 	f.longRunning = c.LongRunningFunc
 	if f.longRunning == nil {
 		f.longRunning = defaultLongRunning
@@ -268,7 +315,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 		return nil
 	}
 	logger := klog.FromContext(hookCtx)
-	f.syncDeadline.Store(time.Now().Add(f.opts.SyncGracePeriod).UnixNano())
+	f.syncDeadline.Store(f.clock.Now().Add(f.opts.SyncGracePeriod).UnixNano())
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
 	f.proxy.run(ctx)
@@ -278,7 +325,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	if err := f.state.start(ctx, loopback); err != nil {
 		return err
 	}
-	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.served, f.opts)
+	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.servedRecord, f.state.listsPeer, f.opts, f.clock)
 	if err != nil {
 		return err
 	}
@@ -319,7 +366,7 @@ func (f *Filter) Synced() bool { return f.local.synced() && f.state.synced() }
 // peerdiscovery-apiserver then answers as stock kube-apiserver does.
 func (f *Filter) unsyncedUnavailable(req routing.Request) bool {
 	deadline := f.syncDeadline.Load()
-	return !req.AlreadyProxied && deadline != 0 && time.Now().UnixNano() < deadline &&
+	return !req.AlreadyProxied && deadline != 0 && f.clock.Now().UnixNano() < deadline &&
 		f.local.synced() && !f.local.Serves(req.GVR)
 }
 
@@ -354,7 +401,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// state yet: it must not become a metric label.
 			proxyError(r.Context(), "unsynced", unknownGVR)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
-			retryLater(w, r, f.serializer, req.GVR, fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()), f.opts.RetryAfterSeconds)
+			f.answers.retryLater(w, r, resourceSubject(req.GVR), fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()))
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -363,10 +410,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	res := routing.Decide(f.state.table(), req, f.serverID, f.local)
 	switch res.Decision {
 	case v1alpha1.RouteProxy:
-		f.proxy.serve(w, r, res, f.serializer, f.opts.RetryAfterSeconds, f.longRunning(r, info))
+		f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
 	case v1alpha1.RouteUnavailable:
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
-		unavailable(w, r, f.serializer, req.GVR, res.Reason(), f.opts.RetryAfterSeconds)
+		f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason())
 	default:
 		h.next.ServeHTTP(w, r)
 	}

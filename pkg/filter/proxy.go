@@ -17,6 +17,7 @@ package filter
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
@@ -24,9 +25,7 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
-	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
@@ -51,6 +50,17 @@ const (
 	AuditError      = "peerdiscovery.k8s.io/error"
 )
 
+// target is where serve sends one request, and what it is for.
+type target struct {
+	// candidates are the peers to try, in order.
+	candidates []routing.Peer
+	about      subject
+	// longRunning requests (kube-apiserver's LongRunningFunc: watches,
+	// logs, exec...) use the pool without a response header timeout and
+	// stream at once.
+	longRunning bool
+}
+
 // serve proxies r to the first candidate that takes it. Whether a try may
 // have reached the peer is read from the transport (httptrace: the request
 // headers were written), never guessed from error types:
@@ -62,7 +72,12 @@ const (
 //     tried (a safe method: repeating it changes nothing);
 //   - reached, any other method: never sent again, and answered 502 (504
 //     on a timeout) without Retry-After, so no client replays it either.
-func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Result, s runtime.NegotiatedSerializer, retryAfter int, longRunning bool) {
+//
+// An attempt ends at once when the view marks its peer not ready (it
+// stopped answering): it counts as a timeout of that peer, so a read with
+// no response byte written goes on to the next candidate and a write gets
+// 504; a watch's stream ends cleanly and the client watches again.
+func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)
 	u, ok := apirequest.UserFrom(ctx)
@@ -70,7 +85,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 		responsewriters.InternalError(w, r, errors.New("no user in the request context"))
 		return
 	}
-	start := time.Now()
+	start := p.clock.Now()
 	body := &replayableBody{ReadCloser: r.Body}
 	if r.Body != nil && r.Body != http.NoBody {
 		r.Body = body
@@ -85,7 +100,16 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 	chainCacheControl := w.Header().Values("Cache-Control")
 	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
-	for _, peer := range res.Candidates {
+	for _, peer := range t.candidates {
+		// Bound to the peer before its readiness is checked: a peer
+		// stopped after the check ends this attempt, one stopped before
+		// fails the check.
+		actx, done := p.inflight.bind(ctx, peer.ID)
+		if p.peerReady != nil && !p.peerReady(peer.ID) {
+			done()
+			tried = append(tried, peer.ID)
+			continue
+		}
 		tw := &trackingWriter{ResponseWriter: w}
 		var reached bool
 		if upgrade {
@@ -95,31 +119,35 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
 			a := &attempt{}
-			p.reverseProxy(peer.Endpoint, longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(ctx, a.trace())))
+			p.reverseProxy(peer.Endpoint, t.longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
 			reached = a.wroteHeaders.Load()
 		}
+		if peerStopped(actx) && tw.err != nil {
+			tw.err = fmt.Errorf("%w: %v", errPeerStopped, tw.err)
+		}
+		done()
 		if tw.err == nil {
 			audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
-			proxied(ctx, res.GVR, tw.status(), time.Since(start))
+			proxied(ctx, t.about.labels, tw.status(), p.clock.Since(start))
 			return
 		}
 		if ctx.Err() != nil {
 			// The client left or the request deadline passed: the outer
 			// filters answer; nothing to retry.
 			ownAnswer(w, chainCacheControl)
-			proxyError(ctx, "canceled", res.GVR)
-			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "gvr", res.GVR.String(), "err", tw.err)
+			proxyError(ctx, "canceled", t.about.labels)
+			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.about.name, "err", tw.err)
 			return
 		}
 		if !reached && !body.used() && !tw.wrote {
-			proxyError(ctx, "connect", res.GVR)
-			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "gvr", res.GVR.String(), "err", tw.err)
+			proxyError(ctx, "connect", t.about.labels)
+			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.about.name, "err", tw.err)
 			tried = append(tried, peer.ID)
 			continue
 		}
-		proxyError(ctx, "proxy", res.GVR)
-		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "gvr", res.GVR.String(), "method", r.Method)
+		proxyError(ctx, "proxy", t.about.labels)
+		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.about.name, "method", r.Method)
 		if !upgrade && safeRead(r) && !tw.wrote {
 			tried = append(tried, peer.ID)
 			continue
@@ -131,13 +159,13 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, res routing.Resu
 			return
 		}
 		ownAnswer(w, chainCacheControl)
-		sentButFailed(w, r, s, res.GVR, peer.ID, tw.err, retryAfter)
+		p.answers.sentButFailed(w, r, t.about, peer.ID, tw.err)
 		return
 	}
 	ownAnswer(w, chainCacheControl)
 	annotateFailedOver(ctx, tried)
 	audit.AddAuditAnnotation(ctx, AuditError, "no peer could take the request")
-	unavailable(w, r, s, res.GVR, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")", retryAfter)
+	p.answers.unavailable(w, r, t.about, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
 }
 
 // ownAnswer puts back the chain's Cache-Control for an answer this server
@@ -266,6 +294,7 @@ func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.Reve
 				return err
 			}
 			if longRunning {
+				endCleanly(resp)
 				return nil // a stream: never held back
 			}
 			return readAhead(resp)

@@ -50,7 +50,7 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 		if f.routableLatched.Load() {
 			return nil
 		}
-		now := time.Now()
+		now := f.clock.Now()
 		routable, err := f.routableByPeers(now)
 		if err != nil {
 			f.routableSince.Store(0)

@@ -27,6 +27,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
@@ -44,32 +45,40 @@ const (
 type registrar struct {
 	leases                      coordinationclient.LeaseInterface
 	serverID, endpoint, version string
-	// served lists what this server serves itself; nil when unknown.
-	served func() []peerlease.ServedResource
-	// retention is how long a departed or lapsed Lease stays; gcInterval
-	// how often a pass looks for those older.
-	retention, gcInterval time.Duration
-	now                   func() time.Time
+	// served is EncodeServed of what this server serves itself, "" while
+	// unknown: every renewal records it, so a crash leaves it behind.
+	served func(context.Context) string
+	// listed tells whether peerdiscovery's view lists a server (its
+	// tombstone lasts), and whether this filter knows the view at all.
+	listed func(serverID string) (listed, known bool)
+	// A departed or lapsed Lease is collected once gone for retention and
+	// no longer listed (its tombstone ended), or after maxRetention in any
+	// case; gcInterval is how often a pass looks.
+	retention, maxRetention, gcInterval time.Duration
+	now                                 func() time.Time
 	// departed stops the renewals once the departure is recorded (a
 	// renewal would drop it) and makes a second record a no-op.
 	departed atomic.Bool
 }
 
-// startRegistration publishes this server's registration Lease, renews it
-// every peerlease.DefaultRenewInterval and, when the server shuts down
-// gracefully, records the departure in it (so peers stop routing here at
-// once, and every replica of peerdiscovery-apiserver reads the same
-// tombstone from it). It also collects old registration Leases.
-func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func() []peerlease.ServedResource, opts Options) (*registrar, error) {
+// startRegistration publishes this server's registration Lease with what
+// it serves, renews it every peerlease.DefaultRenewInterval (recording
+// what it serves again whenever that changes) and, when the server shuts
+// down gracefully, records the departure in it (so peers stop routing here
+// at once). Every replica of peerdiscovery-apiserver, started at any time,
+// reads this server's routes and tombstone from the Lease, whether it left
+// gracefully or crashed. It also collects Leases whose tombstone ended.
+func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) string, listed func(string) (bool, bool), opts Options, clk clock.PassiveClock) (*registrar, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, err
 	}
 	r := &registrar{
 		leases:   client.CoordinationV1().Leases(peerlease.Namespace),
-		serverID: serverID, endpoint: endpoint, version: version, served: served,
-		retention: opts.RegistrationLeaseRetention, gcInterval: opts.RegistrationLeaseGCInterval,
-		now: time.Now,
+		serverID: serverID, endpoint: endpoint, version: version, served: served, listed: listed,
+		retention: opts.RegistrationLeaseRetention, maxRetention: opts.RegistrationLeaseMaxRetention,
+		gcInterval: opts.RegistrationLeaseGCInterval,
+		now:        clk.Now,
 	}
 	go r.run(ctx)
 	go r.collectLoop(ctx)
@@ -115,39 +124,31 @@ func (r *registrar) renew(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, peerlease.DefaultRenewInterval)
 	defer cancel()
 	name := peerlease.LeaseName(r.serverID)
+	served := r.served(ctx)
 	existing, err := r.leases.Get(rctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		_, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, r.now()), metav1.CreateOptions{})
+		_, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, r.now()), metav1.CreateOptions{})
 	case err == nil:
-		_, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, r.now()), metav1.UpdateOptions{})
+		_, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, served, r.now()), metav1.UpdateOptions{})
 	}
 	if err != nil && ctx.Err() == nil {
 		klog.FromContext(ctx).V(2).Info("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
 	}
 }
 
-// depart records the departure time and the served resources in the Lease
-// instead of deleting it: a deleted Lease tells a replica that starts
-// later nothing, and each replica would date the departure by its own
-// clock. Collection deletes the Lease after the retention.
+// depart records the departure time in the Lease instead of deleting it:
+// a deleted Lease tells a replica that starts later nothing, and each
+// replica would date the departure by its own clock. What the server
+// served is in the Lease already (every renewal records it); the latest
+// list goes with the departure too. Collection deletes the Lease once its
+// tombstone ended.
 func (r *registrar) depart(ctx context.Context) error {
 	if !r.departed.CompareAndSwap(false, true) {
 		return nil // recorded already (the pre-shutdown hook, then the end of the loop)
 	}
 	at := r.now()
-	var served string
-	if r.served != nil {
-		if list := r.served(); list != nil {
-			enc, err := peerlease.EncodeServed(list)
-			if err != nil {
-				// The departure still counts; the tombstone is then what
-				// each replica last read from this server.
-				klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
-			}
-			served = enc
-		}
-	}
+	served := r.served(ctx)
 	name := peerlease.LeaseName(r.serverID)
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -155,7 +156,7 @@ func (r *registrar) depart(ctx context.Context) error {
 		existing, err = r.leases.Get(ctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			l := peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, at)
+			l := peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, at)
 			_, err = r.leases.Create(ctx, peerlease.MarkDeparted(l, at, served), metav1.CreateOptions{})
 		case err == nil:
 			_, err = r.leases.Update(ctx, peerlease.MarkDeparted(existing, at, served), metav1.UpdateOptions{})
@@ -189,11 +190,15 @@ func (r *registrar) collectLoop(ctx context.Context) {
 	}
 }
 
-// collect deletes the registration Leases that departed or lapsed more than
-// the retention ago, and returns how many it deleted. Each delete is
-// conditional on the resourceVersion that was judged, so a Lease renewed
-// meanwhile (its server came back) survives; other servers collecting at
-// the same time make the delete a harmless conflict or not-found.
+// collect deletes the registration Leases whose server is gone for good,
+// and returns how many it deleted: gone for the retention and no longer
+// listed by peerdiscovery (its tombstone ended, so no replica, even one
+// started now, needs the Lease), or gone for the maximum retention
+// whatever the view says (peerdiscovery is not installed or out of reach).
+// Each delete is conditional on the resourceVersion that was judged, so a
+// Lease renewed meanwhile (its server came back) survives; other servers
+// collecting at the same time make the delete a harmless conflict or
+// not-found.
 func (r *registrar) collect(ctx context.Context) (int, error) {
 	list, err := r.leases.List(ctx, metav1.ListOptions{
 		LabelSelector: peerlease.RegistrationLabel + "=" + peerlease.RegistrationComponent,
@@ -203,11 +208,11 @@ func (r *registrar) collect(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	cutoff := r.now().Add(-r.retention)
+	now := r.now()
 	deleted := 0
 	for i := range list.Items {
 		l := &list.Items[i]
-		if !peerlease.IsRegistration(l) || !peerlease.GoneSince(l).Before(cutoff) {
+		if !peerlease.IsRegistration(l) || !r.collectable(l, now) {
 			continue
 		}
 		rv, uid := l.ResourceVersion, l.UID
@@ -228,4 +233,22 @@ func (r *registrar) collect(ctx context.Context) (int, error) {
 		}
 	}
 	return deleted, nil
+}
+
+// collectable tells whether a registration Lease's server is gone for good.
+func (r *registrar) collectable(l *coordinationv1.Lease, now time.Time) bool {
+	gone := peerlease.GoneSince(l)
+	if gone.Before(now.Add(-r.maxRetention)) {
+		return true
+	}
+	if !gone.Before(now.Add(-r.retention)) {
+		return false
+	}
+	// The holder is the server ID (a broken Lease has none: only the
+	// maximum retention collects it).
+	if l.Spec.HolderIdentity == nil || r.listed == nil {
+		return false
+	}
+	listed, known := r.listed(*l.Spec.HolderIdentity)
+	return known && !listed
 }

@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
@@ -63,11 +64,18 @@ func localServing() *localDiscovery {
 	return l
 }
 
-func newTestRegistrar(cs *fake.Clientset, served func() []peerlease.ServedResource) *registrar {
+// servingWant is what localServing records.
+var servingWant = []peerlease.ServedResource{
+	{GroupVersionResource: nodesGVR, Scope: apidiscoveryv2.ScopeCluster},
+	{GroupVersionResource: podsGVR, Scope: apidiscoveryv2.ScopeNamespace},
+	{GroupVersionResource: appsDeployments, Scope: apidiscoveryv2.ScopeNamespace},
+}
+
+func newTestRegistrar(cs *fake.Clientset, served func(context.Context) string) *registrar {
 	return &registrar{
 		leases:   cs.CoordinationV1().Leases(peerlease.Namespace),
 		serverID: regID, endpoint: regEndpoint, version: "v1.37.2", served: served,
-		retention: time.Hour, gcInterval: time.Hour,
+		retention: DefaultRegistrationLeaseRetention, maxRetention: DefaultRegistrationLeaseMaxRetention, gcInterval: time.Hour,
 		now: func() time.Time { return regNow },
 	}
 }
@@ -107,46 +115,112 @@ func verbs(cs *fake.Clientset) []string {
 	return out
 }
 
-// On graceful shutdown the Lease is kept and says when the server left and
-// what it served; nothing is deleted.
-func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
-	cs := fake.NewClientset()
-	runUntilShutdown(t, cs, newTestRegistrar(cs, localServing().served))
-
-	if v := verbs(cs); slices.Contains(v, "delete") {
-		t.Fatalf("the lease was deleted on shutdown: %v", v)
-	}
+func getRegistration(t *testing.T, cs *fake.Clientset) (*coordinationv1.Lease, peerlease.Registration) {
+	t.Helper()
 	l, err := cs.CoordinationV1().Leases(peerlease.Namespace).Get(context.Background(), peerlease.LeaseName(regID), metav1.GetOptions{})
 	if err != nil {
-		t.Fatalf("the registration lease is gone after shutdown: %v", err)
-	}
-	if got := l.Annotations[peerlease.DepartedAtAnnotation]; got != "2026-05-01T12:00:00Z" {
-		t.Errorf("%s = %q", peerlease.DepartedAtAnnotation, got)
+		t.Fatal(err)
 	}
 	r, err := peerlease.ParseRegistration(l)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []peerlease.ServedResource{
-		{GroupVersionResource: nodesGVR, Scope: apidiscoveryv2.ScopeCluster},
-		{GroupVersionResource: podsGVR, Scope: apidiscoveryv2.ScopeNamespace},
-		{GroupVersionResource: appsDeployments, Scope: apidiscoveryv2.ScopeNamespace},
-	}
-	if !r.Departed() || !r.DepartedAt.Equal(regNow) || !reflect.DeepEqual(r.Served, want) || r.Endpoint != regEndpoint {
-		t.Errorf("departed registration: %+v, served want %v", r, want)
-	}
+	return l, r
+}
 
-	// Back under the same ID: the first renewal drops the departure.
-	back := newTestRegistrar(cs, localServing().served)
-	back.renew(context.Background())
-	l, err = cs.CoordinationV1().Leases(peerlease.Namespace).Get(context.Background(), peerlease.LeaseName(regID), metav1.GetOptions{})
+// What the server serves is in its Lease from the first renewal after it
+// read its own discovery, and follows each change: a crash (no goodbye)
+// leaves it behind for every replica to read.
+func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
+	cs := fake.NewClientset()
+	local := newLocalDiscovery()
+	r := newTestRegistrar(cs, local.servedRecord)
+	r.renew(context.Background())
+	if _, reg := getRegistration(t, cs); reg.Served != nil {
+		t.Errorf("a Lease renewed before the first read lists %v", reg.Served)
+	}
+	serving := localServing()
+	local.doc.Store(serving.doc.Load())
+	r.renew(context.Background())
+	if _, reg := getRegistration(t, cs); !reflect.DeepEqual(reg.Served, servingWant) || reg.Departed() {
+		t.Errorf("after the first read: %+v, served want %v", reg, servingWant)
+	}
+	// A new API (here a new group) is recorded by the next renewal.
+	d := local.doc.Load()
+	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "storagemigration.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
+		Version: "v1beta1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "storageversionmigrations", Scope: apidiscoveryv2.ScopeCluster}},
+	}}})
+	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	r.renew(context.Background())
+	_, reg := getRegistration(t, cs)
+	svm := schema.GroupVersionResource{Group: "storagemigration.k8s.io", Version: "v1beta1", Resource: "storageversionmigrations"}
+	if !slices.ContainsFunc(reg.Served, func(s peerlease.ServedResource) bool { return s.GroupVersionResource == svm }) || len(reg.Served) != len(servingWant)+1 {
+		t.Errorf("after a new API: %v", reg.Served)
+	}
+}
+
+// fakeCRDs is a synced CRD metadata cache holding the given names.
+type fakeCRDs struct{ store cache.Store }
+
+func newFakeCRDs(t *testing.T, names ...string) *fakeCRDs {
+	s := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, n := range names {
+		if err := s.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fakeCRDs{store: s}
+}
+
+func (f *fakeCRDs) HasSynced() bool       { return true }
+func (f *fakeCRDs) GetStore() cache.Store { return f.store }
+
+// The record leaves out what CRDs serve: every server serves it, so it
+// never decides a route, and thousands of CRDs would bloat each renewal.
+func TestServedRecordLeavesOutCRDs(t *testing.T) {
+	local := localServing()
+	d := local.doc.Load()
+	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "stable.example.com"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
+		Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "crontabs", Scope: apidiscoveryv2.ScopeNamespace}},
+	}}})
+	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	local.crds = newFakeCRDs(t, "crontabs.stable.example.com")
+	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, a := range []string{peerlease.DepartedAtAnnotation, peerlease.ServedResourcesAnnotation} {
-		if _, ok := l.Annotations[a]; ok {
-			t.Errorf("the renewal kept %s", a)
-		}
+	if !reflect.DeepEqual(got, servingWant) {
+		t.Errorf("record %v, want %v (no CRD)", got, servingWant)
+	}
+}
+
+// On graceful shutdown the Lease is kept and says when the server left and
+// what it served; nothing is deleted.
+func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
+	cs := fake.NewClientset()
+	runUntilShutdown(t, cs, newTestRegistrar(cs, localServing().servedRecord))
+
+	if v := verbs(cs); slices.Contains(v, "delete") {
+		t.Fatalf("the lease was deleted on shutdown: %v", v)
+	}
+	l, r := getRegistration(t, cs)
+	if got := l.Annotations[peerlease.DepartedAtAnnotation]; got != "2026-05-01T12:00:00Z" {
+		t.Errorf("%s = %q", peerlease.DepartedAtAnnotation, got)
+	}
+	if !r.Departed() || !r.DepartedAt.Equal(regNow) || !reflect.DeepEqual(r.Served, servingWant) || r.Endpoint != regEndpoint {
+		t.Errorf("departed registration: %+v, served want %v", r, servingWant)
+	}
+
+	// Back under the same ID: the first renewal drops the departure, and
+	// records what it serves now.
+	back := newTestRegistrar(cs, localServing().servedRecord)
+	back.renew(context.Background())
+	l, r = getRegistration(t, cs)
+	if _, ok := l.Annotations[peerlease.DepartedAtAnnotation]; ok {
+		t.Errorf("the renewal kept %s", peerlease.DepartedAtAnnotation)
+	}
+	if !reflect.DeepEqual(r.Served, servingWant) {
+		t.Errorf("served after the renewal: %v", r.Served)
 	}
 }
 
@@ -156,7 +230,7 @@ func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
 // record at its end is a no-op.
 func TestRegistrationPreShutdownDepartureSticks(t *testing.T) {
 	cs := fake.NewClientset()
-	r := newTestRegistrar(cs, localServing().served)
+	r := newTestRegistrar(cs, localServing().servedRecord)
 	r.renew(context.Background())
 	f := &Filter{}
 	f.registrar.Store(r)
@@ -182,47 +256,41 @@ func TestRegistrationPreShutdownDepartureSticks(t *testing.T) {
 }
 
 func TestRegistrationDepartureWithoutList(t *testing.T) {
-	huge := func() []peerlease.ServedResource {
-		var out []peerlease.ServedResource
+	huge := func() *localDiscovery {
+		var rs []apidiscoveryv2.APIResourceDiscovery
 		for i := 0; i < 20000; i++ {
 			// Distinct enough not to compress below the cap.
-			name := fmt.Sprintf("r%x", uint64(i)*0x9e3779b97f4a7c15)
-			out = append(out, peerlease.ServedResource{GroupVersionResource: podsGVR.GroupVersion().WithResource(name), Scope: apidiscoveryv2.ScopeNamespace})
+			rs = append(rs, apidiscoveryv2.APIResourceDiscovery{Resource: fmt.Sprintf("r%x", uint64(i)*0x9e3779b97f4a7c15), Scope: apidiscoveryv2.ScopeNamespace})
 		}
-		return out
+		l := newLocalDiscovery()
+		l.doc.Store(newLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: rs}}}}, nil, "", ""))
+		return l
 	}
 	for _, tc := range []struct {
 		name   string
-		served func() []peerlease.ServedResource
+		local  *localDiscovery
 		seed   bool
+		noList bool
 	}{
-		{"local discovery never read", newLocalDiscovery().served, true},
-		{"list over the cap", huge, true},
-		{"lease gone meanwhile: created departed", localServing().served, false},
+		{"local discovery never read", newLocalDiscovery(), true, true},
+		{"list over the cap", huge(), true, true},
+		{"lease gone meanwhile: created departed", localServing(), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset()
-			r := newTestRegistrar(cs, tc.served)
+			r := newTestRegistrar(cs, tc.local.servedRecord)
 			if tc.seed {
 				r.renew(context.Background())
 			}
 			if err := r.depart(context.Background()); err != nil {
 				t.Fatal(err)
 			}
-			l, err := cs.CoordinationV1().Leases(peerlease.Namespace).Get(context.Background(), peerlease.LeaseName(regID), metav1.GetOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			reg, err := peerlease.ParseRegistration(l)
-			if err != nil {
-				t.Fatal(err)
-			}
+			l, reg := getRegistration(t, cs)
 			if !reg.DepartedAt.Equal(regNow) {
 				t.Errorf("departed at %s, want %s", reg.DepartedAt, regNow)
 			}
-			_, has := l.Annotations[peerlease.ServedResourcesAnnotation]
-			if wantList := !tc.seed; has != wantList {
-				t.Errorf("served-resources present=%v, want %v", has, wantList)
+			if _, has := l.Annotations[peerlease.ServedResourcesAnnotation]; has == tc.noList {
+				t.Errorf("served-resources present=%v, want %v", has, !tc.noList)
 			}
 			if n := len(l.Annotations[peerlease.ServedResourcesAnnotation]); n > peerlease.MaxServedEncodedBytes {
 				t.Errorf("annotation of %d bytes", n)
@@ -232,97 +300,111 @@ func TestRegistrationDepartureWithoutList(t *testing.T) {
 }
 
 func regLeaseAt(id string, renewed time.Time, rv string) *coordinationv1.Lease {
-	l := peerlease.NewRegistrationLease(nil, id, regEndpoint, "v1.37.2", renewed)
+	l := peerlease.NewRegistrationLease(nil, id, regEndpoint, "v1.37.2", "", renewed)
 	l.ResourceVersion = rv
 	l.UID = types.UID("uid-" + id)
 	return l
 }
 
-// Collection deletes the Leases gone for longer than the retention, each
+// Collection deletes the Leases whose server is gone for good: gone for
+// the retention and no longer listed by peerdiscovery (its tombstone
+// ended), or gone for the maximum retention whatever the view says; each
 // only in the version it judged.
 func TestRegistrationLeaseCollection(t *testing.T) {
 	hour := time.Hour
 	departedOld := peerlease.MarkDeparted(regLeaseAt("departed-2h", regNow.Add(-2*hour), "11"), regNow.Add(-2*hour), "")
-	departedRecent := peerlease.MarkDeparted(regLeaseAt("departed-30m", regNow.Add(-30*time.Minute), "12"), regNow.Add(-30*time.Minute), "")
-	// Renewed until 10 minutes ago, then departed with a time an hour
+	departedListed := peerlease.MarkDeparted(regLeaseAt("departed-30m-listed", regNow.Add(-30*time.Minute), "12"), regNow.Add(-30*time.Minute), "")
+	departedUnlisted := peerlease.MarkDeparted(regLeaseAt("departed-30m", regNow.Add(-30*time.Minute), "13"), regNow.Add(-30*time.Minute), "")
+	// Renewed until 5 minutes ago, then departed with a time an hour
 	// back (a skewed clock): gone since the departure.
-	departedSkewed := peerlease.MarkDeparted(regLeaseAt("departed-skewed", regNow.Add(-10*time.Minute), "13"), regNow.Add(-90*time.Minute), "")
-	lapsedOld := regLeaseAt("lapsed-2h", regNow.Add(-2*hour), "14")
-	lapsedRecent := regLeaseAt("lapsed-50m", regNow.Add(-50*time.Minute), "15")
-	live := regLeaseAt("live", regNow.Add(-time.Second), "16")
-	renewedMeanwhile := regLeaseAt("renewed-meanwhile", regNow.Add(-3*hour), "17")
+	departedSkewed := peerlease.MarkDeparted(regLeaseAt("departed-skewed", regNow.Add(-5*time.Minute), "14"), regNow.Add(-90*time.Minute), "")
+	lapsedOld := regLeaseAt("lapsed-2h", regNow.Add(-2*hour), "15")
+	lapsedUnlisted := regLeaseAt("lapsed-20m", regNow.Add(-20*time.Minute), "16")
+	// Crashed 5 minutes ago: within the retention, even unlisted.
+	lapsedRecent := regLeaseAt("lapsed-5m", regNow.Add(-5*time.Minute), "17")
+	live := regLeaseAt("live", regNow.Add(-time.Second), "18")
+	renewedMeanwhile := regLeaseAt("renewed-meanwhile", regNow.Add(-3*hour), "19")
 	// Not ours: another component's Lease in kube-system, long lapsed.
 	foreign := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: peerlease.Namespace, ResourceVersion: "18"},
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-scheduler", Namespace: peerlease.Namespace, ResourceVersion: "20"},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To("x"), LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime: ptr.To(metav1.NewMicroTime(regNow.Add(-5 * hour))),
 		},
 	}
-	cs := fake.NewClientset(departedOld, departedRecent, departedSkewed, lapsedOld, lapsedRecent, live, renewedMeanwhile, foreign)
+	all := []runtime.Object{departedOld, departedListed, departedUnlisted, departedSkewed, lapsedOld, lapsedUnlisted, lapsedRecent, live, renewedMeanwhile, foreign}
+	// The view lists the live server and one that departed 30 minutes ago
+	// (a tombstone longer than the default).
+	listed := func(id string) (bool, bool) { return id == "live" || id == "departed-30m-listed", true }
 
-	// The API server's preconditions, which the fake does not check; and
-	// renewed-meanwhile's server renews it between the list and the delete.
-	var preconditioned []string
-	cs.PrependReactor("delete", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
-		d := a.(clienttesting.DeleteActionImpl)
-		if d.Name == peerlease.LeaseName("renewed-meanwhile") {
-			renewed := peerlease.NewRegistrationLease(renewedMeanwhile, "renewed-meanwhile", regEndpoint, "v1.37.2", regNow)
-			renewed.ResourceVersion = "19"
-			if err := cs.Tracker().Update(leasesGVR, renewed, peerlease.Namespace); err != nil {
-				t.Error(err)
+	collect := func(t *testing.T, listed func(string) (bool, bool)) (left, tried []string, n int) {
+		t.Helper()
+		cs := fake.NewClientset(all...)
+		// The API server's preconditions, which the fake does not check;
+		// and renewed-meanwhile's server renews it between the list and
+		// the delete.
+		cs.PrependReactor("delete", "leases", func(a clienttesting.Action) (bool, runtime.Object, error) {
+			d := a.(clienttesting.DeleteActionImpl)
+			if d.Name == peerlease.LeaseName("renewed-meanwhile") {
+				renewed := peerlease.NewRegistrationLease(renewedMeanwhile, "renewed-meanwhile", regEndpoint, "v1.37.2", "", regNow)
+				renewed.ResourceVersion = "21"
+				if err := cs.Tracker().Update(leasesGVR, renewed, peerlease.Namespace); err != nil {
+					t.Error(err)
+				}
 			}
-		}
-		obj, err := cs.Tracker().Get(leasesGVR, peerlease.Namespace, d.Name)
+			obj, err := cs.Tracker().Get(leasesGVR, peerlease.Namespace, d.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			cur := obj.(*coordinationv1.Lease)
+			p := d.DeleteOptions.Preconditions
+			if p == nil || p.ResourceVersion == nil {
+				t.Errorf("delete of %s without a resourceVersion precondition", d.Name)
+				return false, nil, nil
+			}
+			tried = append(tried, strings.TrimPrefix(d.Name, peerlease.NamePrefix))
+			if *p.ResourceVersion != cur.ResourceVersion || (p.UID != nil && *p.UID != cur.UID) {
+				return true, nil, apierrors.NewConflict(leasesGVR.GroupResource(), d.Name, fmt.Errorf("precondition failed"))
+			}
+			return false, nil, nil // the tracker deletes it
+		})
+		r := newTestRegistrar(cs, nil)
+		r.listed = listed
+		n, err := r.collect(context.Background())
 		if err != nil {
-			return true, nil, err
+			t.Fatal(err)
 		}
-		cur := obj.(*coordinationv1.Lease)
-		p := d.DeleteOptions.Preconditions
-		if p == nil || p.ResourceVersion == nil {
-			t.Errorf("delete of %s without a resourceVersion precondition", d.Name)
-			return false, nil, nil
+		list, err := cs.CoordinationV1().Leases(peerlease.Namespace).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
 		}
-		preconditioned = append(preconditioned, strings.TrimPrefix(d.Name, peerlease.NamePrefix))
-		if *p.ResourceVersion != cur.ResourceVersion || (p.UID != nil && *p.UID != cur.UID) {
-			return true, nil, apierrors.NewConflict(leasesGVR.GroupResource(), d.Name, fmt.Errorf("precondition failed"))
+		for _, l := range list.Items {
+			left = append(left, strings.TrimPrefix(l.Name, peerlease.NamePrefix))
 		}
-		return false, nil, nil // the tracker deletes it
+		sort.Strings(left)
+		sort.Strings(tried)
+		return left, tried, n
+	}
+
+	t.Run("view known", func(t *testing.T) {
+		left, tried, n := collect(t, listed)
+		if want := []string{"departed-30m-listed", "kube-scheduler", "lapsed-5m", "live", "renewed-meanwhile"}; !slices.Equal(left, want) {
+			t.Errorf("leases after collection: %v, want %v", left, want)
+		}
+		if n != 5 {
+			t.Errorf("collect reported %d deletions, want 5", n)
+		}
+		if want := []string{"departed-2h", "departed-30m", "departed-skewed", "lapsed-20m", "lapsed-2h", "renewed-meanwhile"}; !slices.Equal(tried, want) {
+			t.Errorf("deletes tried: %v, want %v", tried, want)
+		}
 	})
-
-	r := newTestRegistrar(cs, nil)
-	n, err := r.collect(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	list, err := cs.CoordinationV1().Leases(peerlease.Namespace).List(context.Background(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var left []string
-	for _, l := range list.Items {
-		left = append(left, strings.TrimPrefix(l.Name, peerlease.NamePrefix))
-	}
-	sort.Strings(left)
-	want := []string{"departed-30m", "kube-scheduler", "lapsed-50m", "live", "renewed-meanwhile"}
-	if !slices.Equal(left, want) {
-		t.Errorf("leases after collection: %v, want %v", left, want)
-	}
-	if n != 3 {
-		t.Errorf("collect reported %d deletions, want 3 (departed-2h, departed-skewed, lapsed-2h)", n)
-	}
-	sort.Strings(preconditioned)
-	if want := []string{"departed-2h", "departed-skewed", "lapsed-2h", "renewed-meanwhile"}; !slices.Equal(preconditioned, want) {
-		t.Errorf("deletes tried: %v, want %v", preconditioned, want)
-	}
-
-	// A longer retention keeps everything.
-	cs2 := fake.NewClientset(departedOld, lapsedOld)
-	r2 := newTestRegistrar(cs2, nil)
-	r2.retention = 3 * hour
-	if n, err := r2.collect(context.Background()); err != nil || n != 0 {
-		t.Errorf("collect with a 3h retention: %d, %v; want nothing deleted", n, err)
-	}
+	t.Run("view unknown: only the maximum retention", func(t *testing.T) {
+		left, _, n := collect(t, func(string) (bool, bool) { return false, false })
+		want := []string{"departed-30m", "departed-30m-listed", "kube-scheduler", "lapsed-20m", "lapsed-5m", "live", "renewed-meanwhile"}
+		if !slices.Equal(left, want) || n != 3 {
+			t.Errorf("leases after collection: %v (%d deleted), want %v", left, n, want)
+		}
+	})
 }
 
 func TestRegistrationOptionsDefaults(t *testing.T) {
@@ -330,8 +412,8 @@ func TestRegistrationOptionsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.opts.RegistrationLeaseRetention != time.Hour || f.opts.RegistrationLeaseGCInterval != 5*time.Minute {
-		t.Errorf("defaults: retention %s, interval %s", f.opts.RegistrationLeaseRetention, f.opts.RegistrationLeaseGCInterval)
+	if f.opts.RegistrationLeaseRetention != 10*time.Minute || f.opts.RegistrationLeaseMaxRetention != time.Hour || f.opts.RegistrationLeaseGCInterval != time.Minute {
+		t.Errorf("defaults: retention %s, max %s, interval %s", f.opts.RegistrationLeaseRetention, f.opts.RegistrationLeaseMaxRetention, f.opts.RegistrationLeaseGCInterval)
 	}
 	f, err = New(Options{RegistrationLeaseRetention: 2 * time.Hour, RegistrationLeaseGCInterval: time.Minute})
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -190,7 +191,7 @@ func TestMarkDepartedRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	live := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", t0)
+	live := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", t0)
 	live.ResourceVersion = "7"
 	at := t0.Add(5 * time.Second).In(time.FixedZone("CEST", 2*3600))
 	departed := MarkDeparted(live, at, enc)
@@ -217,30 +218,66 @@ func TestMarkDepartedRoundTrip(t *testing.T) {
 		t.Errorf("live=%v goneAt=%s, want false and %s", r.Live(now), r.GoneAt(), wantAt)
 	}
 
-	// Without a list: only the time.
+	// Without a new list: the time, and the list already recorded stays.
 	bare := MarkDeparted(departed, at, "")
-	if _, ok := bare.Annotations[ServedResourcesAnnotation]; ok {
-		t.Error("MarkDeparted without a list kept the old one")
-	}
-	if r, err := ParseRegistration(bare); err != nil || !r.Departed() || r.Served != nil {
-		t.Errorf("departed without a list: %+v, %v", r, err)
+	if r, err := ParseRegistration(bare); err != nil || !r.Departed() || !reflect.DeepEqual(r.Served, list) {
+		t.Errorf("departed without a new list: %+v, %v", r, err)
 	}
 
-	// The server back under the same ID: renewal drops both annotations.
-	back := NewRegistrationLease(departed, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", t0.Add(5*time.Minute))
-	for _, a := range []string{DepartedAtAnnotation, ServedResourcesAnnotation} {
-		if _, ok := back.Annotations[a]; ok {
-			t.Errorf("renewal kept %s", a)
-		}
+	// The server back under the same ID: renewal drops the departure and
+	// keeps the list until the server records a new one.
+	back := NewRegistrationLease(departed, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", t0.Add(5*time.Minute))
+	if _, ok := back.Annotations[DepartedAtAnnotation]; ok {
+		t.Errorf("renewal kept %s", DepartedAtAnnotation)
 	}
-	if r, err := ParseRegistration(back); err != nil || r.Departed() || r.Served != nil || !r.Live(t0.Add(5*time.Minute)) {
+	if r, err := ParseRegistration(back); err != nil || r.Departed() || !reflect.DeepEqual(r.Served, list) || !r.Live(t0.Add(5*time.Minute)) {
 		t.Errorf("renewed after departure: %+v, %v", r, err)
+	}
+}
+
+// TestServedRecordedWhileLive: what a server serves is in its Lease from
+// its first renewal that knows it, replaced by each renewal that brings a
+// new list, and still there when the Lease lapses (a crash writes no
+// goodbye).
+func TestServedRecordedWhileLive(t *testing.T) {
+	v136 := []ServedResource{served("", "v1", "pods", ns)}
+	v137 := []ServedResource{served("", "v1", "pods", ns), served("storagemigration.k8s.io", "v1beta1", "storageversionmigrations", cl)}
+	enc := func(l []ServedResource) string {
+		s, err := EncodeServed(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	parse := func(l *coordinationv1.Lease) Registration {
+		r, err := ParseRegistration(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	first := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", t0)
+	if r := parse(first); r.Served != nil {
+		t.Errorf("a Lease written before the server read its discovery lists %v", r.Served)
+	}
+	second := NewRegistrationLease(first, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", enc(v136), t0.Add(3*time.Second))
+	if r := parse(second); !reflect.DeepEqual(r.Served, v136) {
+		t.Errorf("first list: %v", r.Served)
+	}
+	third := NewRegistrationLease(second, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", enc(v137), t0.Add(6*time.Second))
+	if r := parse(third); !reflect.DeepEqual(r.Served, v137) {
+		t.Errorf("changed list: %v", r.Served)
+	}
+	// Lapsed: not live, gone at its expiry, the list still there.
+	r := parse(third)
+	if later := t0.Add(time.Minute); r.Live(later) || !r.GoneAt().Equal(t0.Add(6*time.Second+DefaultDurationSeconds*time.Second)) || !reflect.DeepEqual(r.Served, v137) {
+		t.Errorf("lapsed: live=%v goneAt=%s served=%v", r.Live(later), r.GoneAt(), r.Served)
 	}
 }
 
 func TestGoneAt(t *testing.T) {
 	lease := func(departed string) Registration {
-		l := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", t0)
+		l := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", "", t0)
 		if departed != "" {
 			l.Annotations[DepartedAtAnnotation] = departed
 		}
@@ -265,7 +302,7 @@ func TestGoneAt(t *testing.T) {
 			if got := r.GoneAt(); !got.Equal(tc.want) {
 				t.Errorf("GoneAt = %s, want %s", got, tc.want)
 			}
-			l := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", t0)
+			l := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", "", t0)
 			if tc.departed != "" {
 				l.Annotations[DepartedAtAnnotation] = tc.departed
 			}
@@ -275,7 +312,7 @@ func TestGoneAt(t *testing.T) {
 		})
 	}
 	// A broken departure time: GoneSince still judges the lease by its lapse.
-	l := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", t0)
+	l := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", "", t0)
 	l.Annotations[DepartedAtAnnotation] = "yesterday"
 	if got := GoneSince(l); !got.Equal(expires) {
 		t.Errorf("GoneSince with a broken departure = %s, want %s", got, expires)
@@ -294,7 +331,7 @@ func TestParseRegistrationBrokenDeparture(t *testing.T) {
 		{"served bad line", ServedResourcesAnnotation, gz(t, "pods"), ServedResourcesAnnotation},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := MarkDeparted(NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", t0), t0, "")
+			l := MarkDeparted(NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "", "", t0), t0, "")
 			l.Annotations[tc.annotation] = tc.value
 			r, err := ParseRegistration(l)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), "kube-system/peerdiscovery-kube-apiserver-a") {

@@ -78,8 +78,10 @@ type Registration struct {
 	// DepartedAt is when the server recorded a graceful shutdown; zero
 	// while it runs (registration Leases only).
 	DepartedAt time.Time
-	// Served is what it served itself when it departed; nil when the
-	// Lease does not say (not departed, or the list was too large).
+	// Served is what the server serves itself, as its filter last recorded
+	// it: from its first renewal after it read its own discovery, kept
+	// current while it runs, and left in place when it departs or crashes.
+	// nil when the Lease does not say (registration Leases only).
 	Served []ServedResource
 }
 
@@ -98,9 +100,12 @@ func (r Registration) GoneAt() time.Time { return goneAt(r.DepartedAt, r.Expires
 func LeaseName(serverID string) string { return NamePrefix + serverID }
 
 // NewRegistrationLease builds (or renews, given the existing one) a
-// registration Lease. A departure recorded in the existing Lease is
-// dropped: the server (back under the same ID) runs again.
-func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, binaryVersion string, now time.Time) *coordinationv1.Lease {
+// registration Lease. served is EncodeServed's encoding of what the server
+// serves itself now; empty keeps the list the Lease already records (the
+// server has not read its own discovery yet). A departure recorded in the
+// existing Lease is dropped: the server (back under the same ID) runs
+// again.
+func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, binaryVersion, served string, now time.Time) *coordinationv1.Lease {
 	l := &coordinationv1.Lease{}
 	if existing != nil {
 		l = existing.DeepCopy()
@@ -126,7 +131,9 @@ func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, bi
 		}
 	}
 	delete(l.Annotations, DepartedAtAnnotation)
-	delete(l.Annotations, ServedResourcesAnnotation)
+	if served != "" {
+		l.Annotations[ServedResourcesAnnotation] = served
+	}
 	holder := serverID
 	duration := int32(DefaultDurationSeconds)
 	renew := metav1.NewMicroTime(now)
@@ -169,7 +176,11 @@ func ParseRegistration(l *coordinationv1.Lease) (Registration, error) {
 	if err != nil {
 		return Registration{}, fmt.Errorf("lease %s/%s: annotation %s: %w", l.Namespace, l.Name, EndpointAnnotation, err)
 	}
-	departed, served, err := parseDeparted(l)
+	departed, err := parseDeparted(l)
+	if err != nil {
+		return Registration{}, fmt.Errorf("lease %s/%s: %w", l.Namespace, l.Name, err)
+	}
+	served, err := parseServed(l)
 	if err != nil {
 		return Registration{}, fmt.Errorf("lease %s/%s: %w", l.Namespace, l.Name, err)
 	}

@@ -44,7 +44,7 @@ func TestNewRegistrationLeaseRoundTrip(t *testing.T) {
 		{"dns", "apiserver.example.com", "apiserver.example.com:443", "apiserver.example.com:443", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := NewRegistrationLease(nil, tc.id, tc.endpoint, tc.version, t0)
+			l := NewRegistrationLease(nil, tc.id, tc.endpoint, tc.version, "", t0)
 			if l.Namespace != Namespace || l.Name != LeaseName(tc.id) {
 				t.Fatalf("lease at %s/%s", l.Namespace, l.Name)
 			}
@@ -74,12 +74,12 @@ func TestNewRegistrationLeaseRoundTrip(t *testing.T) {
 }
 
 func TestNewRegistrationLeaseRenew(t *testing.T) {
-	first := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.36.3", t0)
+	first := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.36.3", "", t0)
 	first.Labels["team"] = "control-plane"
 	first.Annotations["note"] = "kept"
 	first.ResourceVersion = "42"
 	later := t0.Add(3 * time.Second)
-	renewed := NewRegistrationLease(first, "kube-apiserver-a", "10.0.0.2:6443", "v1.37.2", later)
+	renewed := NewRegistrationLease(first, "kube-apiserver-a", "10.0.0.2:6443", "v1.37.2", "", later)
 
 	if renewed == first {
 		t.Fatal("renewal must not modify the existing lease in place")
@@ -109,22 +109,22 @@ func TestNewRegistrationLeaseRenew(t *testing.T) {
 // acquireTime is the return, so it outranks identities that claimed its
 // endpoint meanwhile.
 func TestNewRegistrationLeaseRejoinIsANewHolding(t *testing.T) {
-	first := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", t0)
+	first := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", t0)
 	back := t0.Add(time.Hour)
-	if l := NewRegistrationLease(first, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", back); !l.Spec.AcquireTime.Time.Equal(back) {
+	if l := NewRegistrationLease(first, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", back); !l.Spec.AcquireTime.Time.Equal(back) {
 		t.Errorf("after a lapse: acquireTime %s, want %s", l.Spec.AcquireTime.Time, back)
 	}
 	gone := first.DeepCopy()
 	gone.Annotations[DepartedAtAnnotation] = t0.Add(time.Second).UTC().Format(time.RFC3339)
 	soon := t0.Add(2 * time.Second)
-	if l := NewRegistrationLease(gone, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", soon); !l.Spec.AcquireTime.Time.Equal(soon) {
+	if l := NewRegistrationLease(gone, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", soon); !l.Spec.AcquireTime.Time.Equal(soon) {
 		t.Errorf("after a departure: acquireTime %s, want %s", l.Spec.AcquireTime.Time, soon)
 	}
 }
 
 func TestParseRegistrationBroken(t *testing.T) {
 	good := func() *coordinationv1.Lease {
-		return NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", t0)
+		return NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", t0)
 	}
 	for _, tc := range []struct {
 		name    string
@@ -325,7 +325,7 @@ func TestParseIdentity(t *testing.T) {
 
 // An identity lease is never read as a registration and vice versa.
 func TestParseWrongKind(t *testing.T) {
-	reg := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", t0)
+	reg := NewRegistrationLease(nil, "kube-apiserver-a", "10.0.0.1:6443", "v1.37.2", "", t0)
 	if _, err := ParseIdentity(reg, time.Minute); err == nil {
 		t.Error("ParseIdentity accepted a registration lease")
 	}

@@ -76,7 +76,17 @@ func (t *Table) Without(ids ...string) *Table {
 	for _, id := range ids {
 		gone[id] = true
 	}
-	out := &Table{routes: make(map[schema.GroupVersionResource]*Route, t.Len()), byGV: map[schema.GroupVersion][]*Route{}}
+	out := &Table{routes: make(map[schema.GroupVersionResource]*Route, t.Len()), byGV: map[schema.GroupVersion][]*Route{}, peers: map[string]Peer{}}
+	var peers map[string]Peer
+	if t != nil {
+		peers = t.peers
+	}
+	for id, p := range peers {
+		if gone[id] {
+			p.Ready, p.Left = false, true
+		}
+		out.peers[id] = p
+	}
 	for _, r := range t.Routes() {
 		c := *r
 		c.Peers = slices.Clone(r.Peers)

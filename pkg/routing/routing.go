@@ -57,6 +57,8 @@ type Table struct {
 	// byGV lists each group-version's routes, for discovery requests that
 	// name a group-version rather than a resource.
 	byGV map[schema.GroupVersion][]*Route
+	// peers are the servers the APIServerPeers name, by ID.
+	peers map[string]Peer
 }
 
 // NewTable builds a table from PeerRoutingTable objects and the
@@ -69,7 +71,7 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPe
 	for _, p := range peers {
 		byID[p.Spec.ServerID] = PeerFromObject(p)
 	}
-	t := &Table{routes: make(map[schema.GroupVersionResource]*Route, len(tables)), byGV: map[schema.GroupVersion][]*Route{}}
+	t := &Table{routes: make(map[schema.GroupVersionResource]*Route, len(tables)), byGV: map[schema.GroupVersion][]*Route{}, peers: byID}
 	for _, pt := range tables {
 		gvr := schema.GroupVersionResource{Group: pt.Spec.Group, Version: pt.Spec.Version, Resource: pt.Spec.Resource}
 		r := &Route{
@@ -120,6 +122,29 @@ func (t *Table) Lookup(gvr schema.GroupVersionResource) *Route {
 		return nil
 	}
 	return t.routes[gvr]
+}
+
+// Peer returns what the APIServerPeer of a server says, and whether
+// there is one.
+func (t *Table) Peer(id string) (Peer, bool) {
+	if t == nil {
+		return Peer{}, false
+	}
+	p, ok := t.peers[id]
+	return p, ok
+}
+
+// Peers lists the servers the APIServerPeers name, by ID.
+func (t *Table) Peers() []Peer {
+	if t == nil {
+		return nil
+	}
+	out := make([]Peer, 0, len(t.peers))
+	for _, p := range t.peers {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, func(a, b Peer) int { return cmp.Compare(a.ID, b.ID) })
+	return out
 }
 
 // Len is the number of routes.

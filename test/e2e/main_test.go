@@ -19,7 +19,6 @@
 package e2e
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -40,21 +39,15 @@ const tombstone = 90 * time.Second
 var cluster *localcluster.Cluster
 
 func TestMain(m *testing.M) {
-	// A shorter HTTP/2 health check than the 30s + 15s default, so the
-	// frozen-server test is quick; the filter honours it like every client.
-	env := []string{
-		fmt.Sprintf("HTTP2_READ_IDLE_TIMEOUT_SECONDS=%d", int(http2ReadIdleTimeout.Seconds())),
-		fmt.Sprintf("HTTP2_PING_TIMEOUT_SECONDS=%d", int(http2PingTimeout.Seconds())),
-	}
 	planetest.Main(m, planetest.MainConfig{
 		Skipped:      "end-to-end tests need real binaries and network namespaces: set PEERDISCOVERY_E2E=1 (hack/test.sh does)",
 		StartTimeout: 20 * time.Minute,
 		Plane: func(localcluster.Routing) (localcluster.Config, error) {
 			return localcluster.Config{
 				Servers: []localcluster.ServerSpec{
-					{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}, Env: env},
-					{Version: "v1.37.2", Env: env},
-					{Version: "v1.37.2", Env: env},
+					{Version: "v1.36.3", ExtraFlags: []string{"--runtime-config=certificates.k8s.io/v1=false"}},
+					{Version: "v1.37.2"},
+					{Version: "v1.37.2"},
 				},
 				ExtensionReplicas: 2,
 				TombstonePeriod:   tombstone,

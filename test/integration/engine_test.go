@@ -126,7 +126,7 @@ func TestEngineOnRealLeases(t *testing.T) {
 
 	// A peer nobody serves: joins, not ready.
 	ghostIP := fmt.Sprintf("10.254.80.%d", 99)
-	lease := peerlease.NewRegistrationLease(nil, "ghost-apiserver", net.JoinHostPort(ghostIP, "6443"), "v1.38.0", time.Now())
+	lease := peerlease.NewRegistrationLease(nil, "ghost-apiserver", net.JoinHostPort(ghostIP, "6443"), "v1.38.0", "", time.Now())
 	if _, err := kube.CoordinationV1().Leases(peerlease.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -45,14 +45,7 @@ type MainConfig struct {
 // starts the plane (RunTests), hands it to use, runs the tests
 // and exits. A bad routing or configuration exits with code 2.
 func Main(m *testing.M, mc MainConfig, use func(*localcluster.Cluster)) {
-	gate := mc.Gate
-	if gate == "" {
-		gate = "PEERDISCOVERY_E2E"
-	}
-	if os.Getenv(gate) != "1" {
-		fmt.Println(mc.Skipped)
-		os.Exit(m.Run())
-	}
+	skipUnlessGated(m, mc)
 	routing, err := localcluster.RoutingFromEnv()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -64,6 +57,19 @@ func Main(m *testing.M, mc MainConfig, use func(*localcluster.Cluster)) {
 		os.Exit(2)
 	}
 	RunTests(m, mc.StartTimeout, cfg, use)
+}
+
+// skipUnlessGated runs the tests (which skip) and exits unless mc's gate
+// is "1".
+func skipUnlessGated(m *testing.M, mc MainConfig) {
+	gate := mc.Gate
+	if gate == "" {
+		gate = "PEERDISCOVERY_E2E"
+	}
+	if os.Getenv(gate) != "1" {
+		fmt.Println(mc.Skipped)
+		os.Exit(m.Run())
+	}
 }
 
 // RunTests is the body of a test package's TestMain: it starts a cluster

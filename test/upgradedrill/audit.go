@@ -97,3 +97,28 @@ func convergence(path string, started time.Time, step StepResult, end time.Durat
 	}
 	return c, sc.Err()
 }
+
+// proxiedTo counts the requests in server's audit log (at path) that
+// another server proxied to it between from and to (offsets from
+// started).
+func proxiedTo(path string, server int, started time.Time, from, to time.Duration) (int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n := 0
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev auditEvent
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.Stage != "ResponseComplete" || !strings.HasPrefix(ev.UserAgent, userAgentPrefix) {
+			continue
+		}
+		via, err := strconv.Atoi(strings.TrimPrefix(ev.UserAgent, userAgentPrefix))
+		if at := ev.Received.Sub(started); err == nil && via != server && at >= from && at < to {
+			n++
+		}
+	}
+	return n, sc.Err()
+}

@@ -17,28 +17,36 @@ package upgradedrill
 import (
 	"context"
 	"fmt"
-	"math/rand"
-	"strings"
+	"math/rand/v2"
+	"sync/atomic"
 	"syscall"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/workload"
 )
+
+// Namespace holds the drill's namespaced objects; its short-lived
+// namespaces are named after it.
+const Namespace = "upgrade-drill"
+
+// userAgentPrefix + the index of the server a request was sent to is the
+// workload's User-Agent.
+const userAgentPrefix = "upgrade-drill/via-"
 
 // ClusterConfig is the drill's control plane: three kube-apiservers of
 // plan.From with the plan's shutdown delay, two peerdiscovery-apiserver
-// replicas (none for upstream's routing), no kube-controller-manager.
+// replicas (none for upstream's routing), and a kube-controller-manager
+// of plan.From on kube-apiserver-0 (its namespace controller deletes the
+// workload's namespaces; its deployment controller writes the
+// Deployments' status).
 func ClusterConfig(plan Plan, routing localcluster.Routing, octet int) (localcluster.Config, error) {
 	cfg := localcluster.Config{ExtensionReplicas: 2, SubnetOctet: octet}
-	cfg.ControllerManager.Disabled = true
+	cfg.ControllerManager = localcluster.ControllerManagerSpec{Server: 0, Version: plan.From}
 	for range 3 {
 		cfg.Servers = append(cfg.Servers, serverSpec(plan, plan.From))
 	}
@@ -71,57 +79,112 @@ type StepResult struct {
 
 // Result is everything one drill saw.
 type Result struct {
-	Routing   string          `json:"routing"`
-	Plan      Plan            `json:"plan"`
-	Run       string          `json:"run"`
-	Started   time.Time       `json:"started"`
-	Phases    []Phase         `json:"phases"`
-	Steps     []StepResult    `json:"steps"`
-	Samples   []Sample        `json:"samples"`
-	Attempts  []Attempt       `json:"attempts"`
-	Skipped   int             `json:"skipped"`
-	Writes    WriteCheck      `json:"writes"`
-	Informers []InformerCheck `json:"informers"`
+	Routing    string                    `json:"routing"`
+	Plan       Plan                      `json:"plan"`
+	Run        string                    `json:"run"`
+	Started    time.Time                 `json:"started"`
+	Phases     []Phase                   `json:"phases"`
+	Steps      []StepResult              `json:"steps"`
+	Samples    []workload.Sample         `json:"samples"`
+	Attempts   []workload.Attempt        `json:"attempts"`
+	Skipped    int                       `json:"skipped"`
+	Writes     workload.WriteCheck       `json:"writes"`
+	Informers  []workload.InformerCheck  `json:"informers"`
+	Namespaces []workload.NamespaceCheck `json:"namespaces"`
+	// ControllerManagerRestarts: how often the harness restarted the
+	// kube-controller-manager (it exits when its server is gone longer
+	// than its leader renew deadline).
+	ControllerManagerRestarts int `json:"controllerManagerRestarts"`
 }
 
-// Run performs the drill on c, which ClusterConfig describes.
+// Kinds are the drill's: ConfigMaps, Deployments, a CRD's Widgets and,
+// once a server of the newer release is ready, StorageVersionMigrations.
+var Kinds = []workload.Kind{workload.ConfigMaps, workload.Deployments, workload.Widgets, workload.StorageVersionMigrations}
+
+func newOnly(k workload.Kind) bool { return k.Name == workload.StorageVersionMigrations.Name }
+
+// Run performs the drill on c, which ClusterConfig describes: each step
+// stops the server with SIGTERM and starts the step's release (RunWith
+// with ProcessRoll).
 func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Routing, plan Plan, logf func(string, ...any)) (*Result, error) {
-	run := fmt.Sprintf("r%d", rand.New(rand.NewSource(time.Now().UnixNano())).Intn(1e6))
+	return RunWith(ctx, c, routing, plan, Options{Roll: ProcessRoll(c, routing, plan)}, logf)
+}
+
+// Options are what a drill leaves to its control plane.
+type Options struct {
+	// Roll replaces step.Server by step.Version and returns once the new
+	// server is ready; it calls exited once the old one has stopped.
+	Roll func(ctx context.Context, step Step, exited func()) error
+	// Steps replaces plan.Steps().
+	Steps []Step
+	// AfterStep, if set, runs after step i's settle time, while the
+	// workload goes on (e.g. a rollout restart of the extension).
+	AfterStep func(ctx context.Context, i int) error
+}
+
+// ProcessRoll rolls a server of the process plane: SIGTERM, then the
+// step's binary started with the same flags.
+func ProcessRoll(c *localcluster.Cluster, routing localcluster.Routing, plan Plan) func(context.Context, Step, func()) error {
+	return func(_ context.Context, step Step, exited func()) error {
+		if err := c.StopAPIServer(step.Server, syscall.SIGTERM); err != nil {
+			return err
+		}
+		exited()
+		spec, err := routing.Server(c, serverSpec(plan, step.Version))
+		if err != nil {
+			return err
+		}
+		return c.UpgradeAPIServer(step.Server, spec)
+	}
+}
+
+// RunWith runs the drill on c with opts: the workload, informers on every
+// server, each step rolled by opts.Roll, then the checks.
+func RunWith(ctx context.Context, c *localcluster.Cluster, routing localcluster.Routing, plan Plan, opts Options, logf func(string, ...any)) (*Result, error) {
+	run := fmt.Sprintf("r%d", rand.IntN(1e6))
 	res := &Result{Routing: routing.String(), Plan: plan, Run: run}
-	admin, err := dynamic.NewForConfig(c.AdminConfig(0))
-	if err != nil {
-		return nil, err
-	}
-	if err := setUp(ctx, c, admin); err != nil {
-		return nil, fmt.Errorf("setting up: %w", err)
-	}
+	logf = prefixed(routing.String(), logf)
 	var configs []*rest.Config
 	for i := range c.Servers() {
 		configs = append(configs, c.AdminConfig(i))
 	}
-	w, err := newWorkload(plan, run, configs)
+	if err := workload.SetUp(ctx, configs, Namespace); err != nil {
+		return nil, fmt.Errorf("setting up: %w", err)
+	}
+	var newServed atomic.Bool // read by the workload's goroutines
+	newInformers := false
+	start := time.Now()
+	res.Started = start
+	w, err := workload.New(workload.Config{
+		Run: run, Namespace: Namespace, Kinds: Kinds,
+		Rate: plan.Rate, Workers: plan.Workers, MaxDuration: plan.MaxDuration, Seed: plan.Seed,
+		UserAgent: userAgentPrefix,
+		// Sent only while a ready server serves them: so every 404 is false.
+		Sendable:       func(k workload.Kind) bool { return !newOnly(k) || newServed.Load() },
+		NamespaceEvery: plan.NamespaceEvery, NamespaceLife: plan.NamespaceLife,
+	}, configs, start)
 	if err != nil {
 		return nil, err
 	}
-	inf, err := startInformers(ctx, configs, run)
+	inf, err := workload.NewInformers(configs, run)
 	if err != nil {
 		return nil, err
 	}
-	defer inf.stop()
+	defer inf.Stop()
+	if err := inf.Start(ctx, workload.Deployments, time.Minute); err != nil {
+		return nil, err
+	}
 
-	w.start = time.Now()
-	res.Started = w.start
 	wctx, stopWorkload := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(wctx) }()
 	defer func() { stopWorkload(); <-done }()
-	since := func() time.Duration { return time.Since(w.start) }
 	phase := func(name string) {
 		if n := len(res.Phases); n > 0 {
-			res.Phases[n-1].End = since()
+			res.Phases[n-1].End = w.Since()
 		}
-		res.Phases = append(res.Phases, Phase{Name: name, Start: since()})
-		w.phase.Store(int32(len(res.Phases) - 1))
+		res.Phases = append(res.Phases, Phase{Name: name, Start: w.Since()})
+		w.SetPhase(len(res.Phases) - 1)
 		logf("upgrade drill: %s", name)
 	}
 	sleep := func(d time.Duration) error {
@@ -137,35 +200,48 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	if err := sleep(plan.Warmup); err != nil {
 		return nil, err
 	}
-	for _, step := range plan.Steps() {
+	steps := opts.Steps
+	if steps == nil {
+		steps = plan.Steps()
+	}
+	for i, step := range steps {
+		if step.Server == PickProxiedTo {
+			// The server the others proxied most to in the last settle
+			// time: its stop measures how fast they leave it.
+			from := res.Steps[len(res.Steps)-1].Ready
+			step.Server = mostProxiedTo(c, res.Started, from, w.Since())
+		}
 		phase("roll " + step.String())
-		sr := StepResult{Step: step, SIGTERM: since()}
-		lag := time.AfterFunc(plan.HealthCheckLag, func() { w.inRotation[step.Server].Store(false) })
-		if err := c.StopAPIServer(step.Server, syscall.SIGTERM); err != nil {
+		sr := StepResult{Step: step, SIGTERM: w.Since()}
+		lag := time.AfterFunc(plan.HealthCheckLag, func() { w.SetInRotation(step.Server, false) })
+		err := opts.Roll(ctx, step, func() {
 			lag.Stop()
-			return nil, fmt.Errorf("%s: %w", step, err)
-		}
+			w.SetInRotation(step.Server, false)
+			sr.Exited = w.Since()
+		})
 		lag.Stop()
-		w.inRotation[step.Server].Store(false)
-		sr.Exited = since()
-		spec, err := routing.Server(c, serverSpec(plan, step.Version))
 		if err != nil {
-			return nil, err
-		}
-		if err := c.UpgradeAPIServer(step.Server, spec); err != nil {
 			return nil, fmt.Errorf("%s: %w", step, err)
 		}
-		sr.Ready = since()
-		w.inRotation[step.Server].Store(true)
-		if step.Version == plan.To && !w.newServed.Load() {
+		sr.Ready = w.Since()
+		w.SetInRotation(step.Server, true)
+		if step.Version == plan.To && !newInformers {
 			// From now on a ready server serves the newer release's kinds.
-			w.newServed.Store(true)
-			inf.startNewOnly()
+			newServed.Store(true)
+			newInformers = true
+			if err := inf.Start(ctx, workload.StorageVersionMigrations, 0); err != nil {
+				return nil, err
+			}
 		}
 		logf("upgrade drill: %s: exited %.1fs after SIGTERM, ready %.1fs after that", step, (sr.Exited - sr.SIGTERM).Seconds(), (sr.Ready - sr.Exited).Seconds())
 		res.Steps = append(res.Steps, sr)
 		if err := sleep(plan.Settle); err != nil {
 			return nil, err
+		}
+		if opts.AfterStep != nil {
+			if err := opts.AfterStep(ctx, i); err != nil {
+				return nil, fmt.Errorf("after %s: %w", step, err)
+			}
 		}
 	}
 	phase("tail")
@@ -174,24 +250,29 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	}
 	stopWorkload()
 	<-done
-	res.Phases[len(res.Phases)-1].End = since()
-
-	w.mu.Lock()
-	res.Samples, res.Attempts, res.Skipped = w.samples, w.attempts, w.skipped
-	creates := w.creates
-	w.mu.Unlock()
+	res.Phases[len(res.Phases)-1].End = w.Since()
+	rec := w.Records()
+	res.Samples, res.Attempts, res.Skipped = rec.Samples, rec.Attempts, rec.Skipped
 
 	// Quorum reads through a server of the newer release (it serves every kind).
 	final, err := dynamic.NewForConfig(c.AdminConfig(1))
 	if err != nil {
 		return nil, err
 	}
-	lists, err := quorumLists(ctx, final, run)
+	clientFor := func(workload.Kind) dynamic.Interface { return final }
+	quorum := func(ctx context.Context) (map[string][]unstructured.Unstructured, error) {
+		return workload.QuorumLists(ctx, Kinds, clientFor, run)
+	}
+	lists, err := quorum(ctx)
 	if err != nil {
 		return nil, err
 	}
-	res.Writes = checkWrites(creates, lists)
-	res.Informers = inf.compare(ctx, lists)
+	res.Writes = workload.CheckWrites(rec.Creates, lists)
+	res.Informers = inf.Converge(ctx, nil, Kinds, quorum, time.Minute)
+	nctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	res.Namespaces = workload.CheckNamespaces(nctx, rec.Namespaces, Kinds, clientFor, w.Since)
+	cancel()
+	res.ControllerManagerRestarts = len(c.ControllerManagerRestarts())
 	for i := range res.Steps {
 		end := res.Phases[len(res.Phases)-1].End
 		if i+1 < len(res.Steps) {
@@ -206,136 +287,20 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	return res, nil
 }
 
-// setUp creates the namespace and the CRD, and waits until every server
-// serves the CRD.
-func setUp(ctx context.Context, c *localcluster.Cluster, admin dynamic.Interface) error {
-	ns := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": Namespace}}}
-	if _, err := admin.Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	if _, err := admin.Resource(crds).Create(ctx, widgetsCRD(), metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
-	}
+// mostProxiedTo is the server whose audit log has the most requests that
+// another server proxied to it between from and to (offsets from
+// started); kube-apiserver-1 when none has any.
+func mostProxiedTo(c *localcluster.Cluster, started time.Time, from, to time.Duration) int {
+	best, most := 1, 0
 	for i := range c.Servers() {
-		client, err := dynamic.NewForConfig(c.AdminConfig(i))
-		if err != nil {
-			return err
-		}
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			_, err := client.Resource(widgetsGVR).Namespace(Namespace).List(ctx, metav1.ListOptions{Limit: 1})
-			return err == nil, nil
-		})
-		if err != nil {
-			return fmt.Errorf("kube-apiserver %d does not serve %s: %w", i, widgetsGVR, err)
+		n, err := proxiedTo(c.AuditLogPath(i), i, started, from, to)
+		if err == nil && n > most {
+			best, most = i, n
 		}
 	}
-	return nil
+	return best
 }
 
-// quorumLists reads every kind's objects of the run, by kind.
-func quorumLists(ctx context.Context, client dynamic.Interface, run string) (map[string][]unstructured.Unstructured, error) {
-	out := map[string][]unstructured.Unstructured{}
-	for _, k := range kinds {
-		r := dynamic.ResourceInterface(client.Resource(k.gvr))
-		if k.namespaced {
-			r = client.Resource(k.gvr).Namespace(Namespace)
-		}
-		var list *unstructured.UnstructuredList
-		err := wait.PollUntilContextTimeout(ctx, time.Second, time.Minute, true, func(ctx context.Context) (bool, error) {
-			var err error
-			list, err = r.List(ctx, metav1.ListOptions{LabelSelector: runLabel + "=" + run})
-			return err == nil, nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("listing %s: %w", k, err)
-		}
-		out[k.name] = list.Items
-	}
-	return out, nil
-}
-
-// WriteCheck compares what the clients were told with what is stored.
-type WriteCheck struct {
-	Creates int `json:"creates"`
-	Acked   int `json:"acked"`
-	// FoundOnce: acked, not deleted since, stored exactly once.
-	FoundOnce int `json:"foundOnce"`
-	// Lost: acked, not deleted since, not stored.
-	Lost []string `json:"lost"`
-	// Duplicated: one create stored more than once.
-	Duplicated []string `json:"duplicated"`
-	// Unacked creates that may have happened: stored 0 or 1 times is right.
-	UnackedStored    int `json:"unackedStored"`
-	UnackedAbsent    int `json:"unackedAbsent"`
-	DeletesAcked     int `json:"deletesAcked"`
-	DeletesUncertain int `json:"deletesUncertain"`
-	// StillPresent: an acked delete's object is stored.
-	StillPresent []string `json:"stillPresent"`
-}
-
-func checkWrites(creates []*createRecord, lists map[string][]unstructured.Unstructured) WriteCheck {
-	stored := map[string]int{}
-	for kind, items := range lists {
-		for _, it := range items {
-			stored[kind+"/"+it.GetLabels()[opLabel]]++
-		}
-	}
-	wc := WriteCheck{Creates: len(creates), Lost: []string{}, Duplicated: []string{}, StillPresent: []string{}}
-	for _, r := range creates {
-		key := fmt.Sprintf("%s/%d", r.Kind, r.Op)
-		n := stored[key]
-		if n > 1 {
-			wc.Duplicated = append(wc.Duplicated, fmt.Sprintf("%s ×%d", key, n))
-		}
-		switch {
-		case !r.Acked && n > 0:
-			wc.UnackedStored++
-		case !r.Acked:
-			wc.UnackedAbsent++
-		case r.DeleteAcked:
-			wc.Acked++
-			wc.DeletesAcked++
-			if n > 0 {
-				wc.StillPresent = append(wc.StillPresent, key+" "+r.Name)
-			}
-		case r.DeleteUncertain:
-			wc.Acked++
-			wc.DeletesUncertain++
-		default:
-			wc.Acked++
-			if n == 0 {
-				wc.Lost = append(wc.Lost, key+" "+r.Name)
-			} else if n == 1 {
-				wc.FoundOnce++
-			}
-		}
-	}
-	return wc
-}
-
-// OK says whether the writes held: nothing lost, nothing twice, every
-// acked delete gone.
-func (wc WriteCheck) OK() bool {
-	return len(wc.Lost) == 0 && len(wc.Duplicated) == 0 && len(wc.StillPresent) == 0
-}
-
-func (wc WriteCheck) String() string {
-	return fmt.Sprintf("%d creates (%d acked: %d stored once, %d lost, %d deleted with an ack, %d deleted uncertainly; %d not acked: %d stored, %d not), %d duplicated, %d still present after an acked delete%s",
-		wc.Creates, wc.Acked, wc.FoundOnce, len(wc.Lost), wc.DeletesAcked, wc.DeletesUncertain, wc.UnackedStored+wc.UnackedAbsent, wc.UnackedStored, wc.UnackedAbsent,
-		len(wc.Duplicated), len(wc.StillPresent), listed(wc.Lost, wc.Duplicated, wc.StillPresent))
-}
-
-func listed(lists ...[]string) string {
-	var all []string
-	for _, l := range lists {
-		all = append(all, l...)
-	}
-	if len(all) == 0 {
-		return ""
-	}
-	if len(all) > 10 {
-		all = append(all[:10], "…")
-	}
-	return ": " + strings.Join(all, ", ")
+func prefixed(p string, logf func(string, ...any)) func(string, ...any) {
+	return func(f string, a ...any) { logf(p+": "+f, a...) }
 }

@@ -44,10 +44,13 @@ type Plan struct {
 	// HealthCheckLag is how long after SIGTERM the load balancer in front
 	// of the servers stops sending them new requests.
 	HealthCheckLag time.Duration
+	// NamespaceEvery and NamespaceLife pace the workload's short-lived
+	// namespaces (created, filled, deleted).
+	NamespaceEvery, NamespaceLife time.Duration
 	// MaxDuration bounds the whole workload whatever happens.
 	MaxDuration time.Duration
 	// Seed makes the operation mix repeatable.
-	Seed int64
+	Seed uint64
 }
 
 // FullPlan is hack/upgrade-drill.sh's drill: about 75 operations per
@@ -56,26 +59,41 @@ func FullPlan() Plan {
 	return Plan{From: "v1.36.3", To: "v1.37.2", Rate: 75, Workers: 32,
 		Warmup: 20 * time.Second, Settle: 20 * time.Second, Tail: 20 * time.Second,
 		ShutdownDelay: 10 * time.Second, HealthCheckLag: time.Second,
-		MaxDuration: 5 * time.Minute, Seed: 1}
+		NamespaceEvery: 10 * time.Second, NamespaceLife: 10 * time.Second,
+		MaxDuration: 6 * time.Minute, Seed: 1}
 }
 
-// ShortPlan is the end-to-end suite's drill: at most 3 minutes.
+// ShortPlan is the end-to-end suite's drill: at most 4 minutes.
 func ShortPlan() Plan {
 	p := FullPlan()
 	p.Rate, p.Warmup, p.Settle, p.Tail = 50, 10*time.Second, 8*time.Second, 8*time.Second
-	p.ShutdownDelay, p.MaxDuration = 5*time.Second, 3*time.Minute
+	p.ShutdownDelay, p.MaxDuration = 5*time.Second, 4*time.Minute
+	p.NamespaceEvery, p.NamespaceLife = 5*time.Second, 8*time.Second
 	return p
 }
 
 // Step replaces one server's binary.
 type Step struct {
-	Server  int
-	Version string
+	// Server is the index of the server, or PickProxiedTo.
+	Server  int    `json:"server"`
+	Version string `json:"version"`
 }
 
-func (s Step) String() string { return fmt.Sprintf("kube-apiserver-%d to %s", s.Server, s.Version) }
+// PickProxiedTo as a Step's server is the server the others proxied to
+// most since the previous step's server was ready, chosen when the step
+// starts.
+const PickProxiedTo = -1
 
-// Steps rolls every server to To, then server 0 back to From.
+func (s Step) String() string {
+	if s.Server == PickProxiedTo {
+		return "the server proxied to most, restarted at " + s.Version
+	}
+	return fmt.Sprintf("kube-apiserver-%d to %s", s.Server, s.Version)
+}
+
+// Steps rolls every server to To, then server 0 back to From; then the
+// server of To that server 0 proxies the newer APIs to restarts: the
+// step that measures how fast the other servers leave a stopping peer.
 func (p Plan) Steps() []Step {
-	return []Step{{0, p.To}, {1, p.To}, {2, p.To}, {0, p.From}}
+	return []Step{{0, p.To}, {1, p.To}, {2, p.To}, {0, p.From}, {PickProxiedTo, p.To}}
 }

@@ -16,91 +16,15 @@ package upgradedrill
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/test/workload"
 )
 
-// Counts summarizes the samples and attempts of a span.
-type Counts struct {
-	// From the operations, after client-go's retries.
-	Ops int `json:"ops"`
-	OK  int `json:"ok"`
-	// FalseNotFound: every operation is sent only for a resource some
-	// ready server serves and (get, update, delete) for an object that
-	// exists, so every 404 is false.
-	FalseNotFound int `json:"falseNotFound"`
-	Conflict      int `json:"conflict"`
-	// Failed is every operation that did not succeed in the end.
-	Failed int `json:"failed"`
-	// From the HTTP attempts on the wire.
-	Attempts          int `json:"attempts"`
-	TooMany           int `json:"tooMany"`
-	UnavailableRetry  int `json:"unavailableRetryAfter"`
-	UnavailableNoHint int `json:"unavailableNoRetryAfter"`
-	Other5xx          int `json:"other5xx"`
-	NoResponse        int `json:"noResponse"`
-	// Latency of the operations (watches excluded), retries included.
-	P50 time.Duration `json:"p50"`
-	P99 time.Duration `json:"p99"`
-}
-
 // Summarize counts per phase and in total.
-func Summarize(r *Result) (perPhase []Counts, total Counts) {
-	perPhase = make([]Counts, len(r.Phases))
-	lat := make([][]time.Duration, len(r.Phases))
-	var all []time.Duration
-	for _, s := range r.Samples {
-		for _, c := range []*Counts{&perPhase[s.Phase], &total} {
-			c.Ops++
-			switch {
-			case s.Code == 200:
-				c.OK++
-			case s.Code == 404:
-				c.FalseNotFound++
-			case s.Code == 409:
-				c.Conflict++
-			}
-			if s.Code != 200 {
-				c.Failed++
-			}
-		}
-		if s.Verb != "watch" {
-			lat[s.Phase] = append(lat[s.Phase], s.Took)
-			all = append(all, s.Took)
-		}
-	}
-	for _, a := range r.Attempts {
-		for _, c := range []*Counts{&perPhase[a.Phase], &total} {
-			c.Attempts++
-			switch {
-			case a.Code == 0:
-				c.NoResponse++
-			case a.Code == 429:
-				c.TooMany++
-			case a.Code == 503 && a.RetryAfter:
-				c.UnavailableRetry++
-			case a.Code == 503:
-				c.UnavailableNoHint++
-			case a.Code >= 500:
-				c.Other5xx++
-			}
-		}
-	}
-	for i := range perPhase {
-		perPhase[i].P50, perPhase[i].P99 = percentile(lat[i], 0.50), percentile(lat[i], 0.99)
-	}
-	total.P50, total.P99 = percentile(all, 0.50), percentile(all, 0.99)
-	return perPhase, total
-}
-
-func percentile(d []time.Duration, q float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(q*float64(len(s))))]
+func Summarize(r *Result) (perPhase []workload.Counts, total workload.Counts) {
+	return workload.Summarize(r.Samples, r.Attempts, len(r.Phases))
 }
 
 // InformersEqual counts the informers whose cache equals the quorum list.
@@ -119,11 +43,11 @@ func secs(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 // Markdown is the report of one or more drills side by side.
 func Markdown(results ...*Result) string {
 	var b strings.Builder
-	totals := make([]Counts, len(results))
+	totals := make([]workload.Counts, len(results))
 	for i, r := range results {
 		_, totals[i] = Summarize(r)
 	}
-	row := func(name string, f func(r *Result, c Counts) string) {
+	row := func(name string, f func(r *Result, c workload.Counts) string) {
 		fmt.Fprintf(&b, "| %s |", name)
 		for i, r := range results {
 			fmt.Fprintf(&b, " %s |", f(r, totals[i]))
@@ -135,26 +59,40 @@ func Markdown(results ...*Result) string {
 		fmt.Fprintf(&b, " %s |", r.Routing)
 	}
 	b.WriteString("\n|---|" + strings.Repeat("---|", len(results)) + "\n")
-	row("operations (after client-go's retries)", func(_ *Result, c Counts) string { return fmt.Sprint(c.Ops) })
-	row("2xx", func(_ *Result, c Counts) string { return fmt.Sprint(c.OK) })
-	row("**false 404s**", func(_ *Result, c Counts) string { return fmt.Sprintf("**%d**", c.FalseNotFound) })
-	row("409 Conflict", func(_ *Result, c Counts) string { return fmt.Sprint(c.Conflict) })
-	row("**errors left after retries** (all codes)", func(_ *Result, c Counts) string { return fmt.Sprintf("**%d**", c.Failed) })
-	row("HTTP attempts", func(_ *Result, c Counts) string { return fmt.Sprint(c.Attempts) })
-	row("429", func(_ *Result, c Counts) string { return fmt.Sprint(c.TooMany) })
-	row("503 with Retry-After (retried by client-go)", func(_ *Result, c Counts) string { return fmt.Sprint(c.UnavailableRetry) })
-	row("503 without Retry-After", func(_ *Result, c Counts) string { return fmt.Sprint(c.UnavailableNoHint) })
-	row("other 5xx", func(_ *Result, c Counts) string { return fmt.Sprint(c.Other5xx) })
-	row("no response (connection error)", func(_ *Result, c Counts) string { return fmt.Sprint(c.NoResponse) })
-	row("latency p50 / p99 (watches excluded)", func(_ *Result, c Counts) string { return ms(c.P50) + " / " + ms(c.P99) })
-	row("**writes**", func(r *Result, _ Counts) string {
+	row("operations (after client-go's retries)", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.Ops) })
+	row("2xx", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.OK) })
+	row("**false 404s**", func(_ *Result, c workload.Counts) string { return fmt.Sprintf("**%d**", c.NotFound) })
+	row("409 Conflict", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.Conflict) })
+	row("**errors left after retries** (all codes)", func(_ *Result, c workload.Counts) string { return fmt.Sprintf("**%d**", c.Failed) })
+	row("HTTP attempts", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.Attempts) })
+	row("429", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.TooMany) })
+	row("503 with Retry-After (retried by client-go)", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.UnavailableRetry) })
+	row("503 without Retry-After", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.UnavailableNoHint) })
+	row("other 5xx", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.Other5xx) })
+	row("no response (connection error)", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.NoResponse) })
+	row("latency p50 / p99 (watches excluded)", func(_ *Result, c workload.Counts) string { return ms(c.P50) + " / " + ms(c.P99) })
+	row("**writes**", func(r *Result, _ workload.Counts) string {
 		return fmt.Sprintf("%d acked creates: %d lost, %d duplicated, %d acked deletes still present", r.Writes.Acked, len(r.Writes.Lost), len(r.Writes.Duplicated), len(r.Writes.StillPresent))
 	})
-	row("**informers equal to the final quorum list**", func(r *Result, _ Counts) string {
+	row("**informers equal to the final quorum list**", func(r *Result, _ workload.Counts) string {
 		e, n := r.InformersEqual()
 		return fmt.Sprintf("%d of %d", e, n)
 	})
-	row("operations skipped (all workers busy)", func(r *Result, _ Counts) string { return fmt.Sprint(r.Skipped) })
+	row("**deleted namespaces**", func(r *Result, _ workload.Counts) string {
+		gone, left, objs := 0, 0, 0
+		for _, n := range r.Namespaces {
+			if n.Gone {
+				gone++
+			}
+			if len(n.Left) > 0 {
+				left++
+				objs += len(n.Left)
+			}
+		}
+		return fmt.Sprintf("%d of %d gone; %d left %d objects behind", gone, len(r.Namespaces), left, objs)
+	})
+	row("kube-controller-manager restarts", func(r *Result, _ workload.Counts) string { return fmt.Sprint(r.ControllerManagerRestarts) })
+	row("operations skipped (all workers busy)", func(r *Result, _ workload.Counts) string { return fmt.Sprint(r.Skipped) })
 
 	b.WriteString("\nRouting convergence per step (from the stepping server's audit log): **leave** is from its SIGTERM to the last request another server proxied to it; **join** is from its readyz to the first request each other server proxied to it, median and slowest over those servers (— where no server proxied to it).\n\n")
 	b.WriteString("| step |")
@@ -188,7 +126,7 @@ func Markdown(results ...*Result) string {
 		for i, p := range r.Phases {
 			c := per[i]
 			fmt.Fprintf(&b, "| %s (%s–%s) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n", p.Name, secs(p.Start), secs(p.End),
-				c.Ops, c.OK, c.FalseNotFound, c.Conflict, c.Failed, c.TooMany, c.UnavailableRetry, c.UnavailableNoHint, c.Other5xx, c.NoResponse, ms(c.P50), ms(c.P99))
+				c.Ops, c.OK, c.NotFound, c.Conflict, c.Failed, c.TooMany, c.UnavailableRetry, c.UnavailableNoHint, c.Other5xx, c.NoResponse, ms(c.P50), ms(c.P99))
 		}
 	}
 	return b.String()

@@ -16,6 +16,7 @@ package filter
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -29,49 +30,53 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 )
 
-// endOnShutdown ends a proxied watch's stream when this server stops
-// accepting requests, as kube-apiserver ends its own watches: the chain's
-// WithWatchTerminationDuringShutdown (--shutdown-watch-termination-grace-period
-// > 0) puts that signal in a watch's context. Without it, a watch proxied
-// through a stopping server held its HTTP server open until the shutdown
-// timeout, and the graceful stop took a minute. The stream ends cleanly
-// (EOF, not a cut connection), so the client just watches again.
-func endOnShutdown(resp *http.Response) {
+// endCleanly ends a proxied long-running answer's stream (a watch) with
+// EOF, not an error, when this server stops accepting requests or when the
+// peer is stopped (the view marked it not ready), so the client just
+// watches again. The shutdown signal is the one kube-apiserver ends its own
+// watches by: the chain's WithWatchTerminationDuringShutdown
+// (--shutdown-watch-termination-grace-period > 0) puts it in a watch's
+// context. Without it, a watch proxied through a stopping server held its
+// HTTP server open until the shutdown timeout, and the graceful stop took
+// a minute.
+func endCleanly(resp *http.Response) {
 	if resp.Request == nil || resp.Body == nil {
 		return
 	}
-	sig := apirequest.ServerShutdownSignalFrom(resp.Request.Context())
-	if sig == nil {
-		return
+	ctx := resp.Request.Context()
+	b := &streamBody{ReadCloser: resp.Body, attempt: ctx, done: make(chan struct{})}
+	if sig := apirequest.ServerShutdownSignalFrom(ctx); sig != nil {
+		go func() {
+			select {
+			case <-sig.ShuttingDown():
+				b.shutdown.Store(true)
+				_ = b.ReadCloser.Close() // unblocks a pending Read
+			case <-b.done:
+			}
+		}()
 	}
-	b := &shutdownBody{ReadCloser: resp.Body, done: make(chan struct{})}
-	go func() {
-		select {
-		case <-sig.ShuttingDown():
-			b.shutdown.Store(true)
-			_ = b.ReadCloser.Close() // unblocks a pending Read
-		case <-b.done:
-		}
-	}()
 	resp.Body = b
 }
 
-type shutdownBody struct {
+type streamBody struct {
 	io.ReadCloser
+	// attempt is the attempt's context: stopping the peer cancels it,
+	// which fails the pending Read.
+	attempt   context.Context
 	done      chan struct{}
 	closeOnce sync.Once
 	shutdown  atomic.Bool
 }
 
-func (b *shutdownBody) Read(p []byte) (int, error) {
+func (b *streamBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err != nil && b.shutdown.Load() {
+	if err != nil && (b.shutdown.Load() || peerStopped(b.attempt)) {
 		return n, io.EOF
 	}
 	return n, err
 }
 
-func (b *shutdownBody) Close() error {
+func (b *streamBody) Close() error {
 	b.closeOnce.Do(func() { close(b.done) })
 	return b.ReadCloser.Close()
 }
@@ -135,11 +140,7 @@ func modifyResponse(resp *http.Response) error {
 	resp.Header.Del(auditinternal.HeaderAuditID)
 	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
 	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
-	if err := rejectRedirect(resp); err != nil {
-		return err
-	}
-	endOnShutdown(resp)
-	return nil
+	return rejectRedirect(resp)
 }
 
 // rejectRedirect replaces a peer's redirect with a 502, as

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -44,18 +45,39 @@ type routingState struct {
 	isSynced   atomic.Bool
 	generation atomic.Uint64
 	dirty      chan struct{}
+	clock      clock.PassiveClock
+	// onPeerStopped, when set, is called for each peer that was ready and
+	// no longer is (or is gone), after the table that says so is in use.
+	onPeerStopped func(id string)
 
 	routes, peers, discovery cache.SharedIndexInformer
 }
 
 func newRoutingState() *routingState {
-	s := &routingState{dirty: make(chan struct{}, 1)}
+	s := &routingState{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
 	s.current.Store(routing.NewTable(nil, nil))
 	return s
 }
 
 func (s *routingState) table() *routing.Table { return s.current.Load() }
 func (s *routingState) synced() bool          { return s.isSynced.Load() }
+
+// peerReady tells whether the view says a peer is ready; a peer no
+// APIServerPeer names is left to the routing tables.
+func (s *routingState) peerReady(id string) bool {
+	p, ok := s.table().Peer(id)
+	return !ok || p.Ready
+}
+
+// listsPeer tells whether the view lists a server (an APIServerPeer names
+// it), and whether the view is known at all (the caches synced).
+func (s *routingState) listsPeer(id string) (listed, known bool) {
+	if !s.synced() {
+		return false, false
+	}
+	_, listed = s.table().Peer(id)
+	return listed, true
+}
 
 // mergedDiscovery returns the last PeerAggregatedDiscovery, or nil.
 func (s *routingState) mergedDiscovery() *v1alpha1.PeerAggregatedDiscovery { return s.merged.Load() }
@@ -175,7 +197,15 @@ func (s *routingState) rebuild(ctx context.Context) {
 			peers = append(peers, p)
 		}
 	}
-	s.current.Store(routing.NewTable(tables, peers))
+	next := routing.NewTable(tables, peers)
+	prev := s.current.Swap(next)
+	if s.onPeerStopped != nil {
+		for _, p := range prev.Peers() {
+			if now, ok := next.Peer(p.ID); p.Ready && (!ok || !now.Ready) {
+				s.onPeerStopped(p.ID)
+			}
+		}
+	}
 	// A deleted document must not be served on: without one, the chain
 	// answers with this server's own discovery.
 	var merged *v1alpha1.PeerAggregatedDiscovery
@@ -198,7 +228,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	warned := false
-	start := time.Now()
+	start := s.clock.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -212,7 +242,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 			}
 			return
 		}
-		if !warned && time.Since(start) > 10*time.Second {
+		if !warned && s.clock.Since(start) > 10*time.Second {
 			klog.FromContext(ctx).Info("peerdiscovery filter: peerdiscovery.k8s.io is not reachable yet; serving every request locally until it is")
 			warned = true
 		}

@@ -53,6 +53,25 @@ type localDoc struct {
 type localDiscovery struct {
 	doc     atomic.Pointer[localDoc]
 	refresh chan struct{}
+	// crds holds the CustomResourceDefinitions' metadata (nil until
+	// started): what they serve is left out of the served record.
+	crds crdCache
+	// record caches the served record of one document.
+	record atomic.Pointer[servedRecord]
+}
+
+// crdCache is the part of the CRD informer the served record reads.
+type crdCache interface {
+	HasSynced() bool
+	GetStore() cache.Store
+}
+
+// servedRecord is peerlease.EncodeServed of what one local document lists,
+// for the registration Lease.
+type servedRecord struct {
+	generation uint64
+	crdsSynced bool
+	encoded    string
 }
 
 func newLocalDiscovery() *localDiscovery {
@@ -69,14 +88,39 @@ func (l *localDiscovery) Serves(gvr schema.GroupVersionResource) bool {
 	return ok
 }
 
-// served lists what this server serves itself, for its registration
-// Lease when it departs; nil before the first read.
-func (l *localDiscovery) served() []peerlease.ServedResource {
+// servedRecord is what this server serves itself, encoded for its
+// registration Lease (peerlease.EncodeServed); "" before the first read or
+// when it cannot be encoded. Resources of CustomResourceDefinitions are
+// left out: every server serves them (they are never routed to a peer),
+// and at thousands of CRDs they would make every renewal large. Encoded
+// once per document.
+func (l *localDiscovery) servedRecord(ctx context.Context) string {
 	d := l.doc.Load()
 	if d == nil {
-		return nil
+		return ""
 	}
-	return peerlease.ServedFromDiscovery(d.api, d.apis)
+	crdsSynced := l.crds != nil && l.crds.HasSynced()
+	if r := l.record.Load(); r != nil && r.generation == d.generation && r.crdsSynced == crdsSynced {
+		return r.encoded
+	}
+	var list []peerlease.ServedResource
+	for _, r := range peerlease.ServedFromDiscovery(d.api, d.apis) {
+		if crdsSynced && r.Group != "" {
+			// A CRD's name is <plural>.<group>.
+			if _, isCRD, _ := l.crds.GetStore().GetByKey(r.Resource + "." + r.Group); isCRD {
+				continue
+			}
+		}
+		list = append(list, r)
+	}
+	enc, err := peerlease.EncodeServed(list)
+	if err != nil {
+		// Peers' replicas then route this server's APIs from what they
+		// read of it; one that never did has no tombstone for it.
+		klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
+	}
+	l.record.Store(&servedRecord{generation: d.generation, crdsSynced: crdsSynced, encoded: enc})
+	return enc
 }
 
 func (l *localDiscovery) synced() bool       { return l.doc.Load() != nil }
@@ -100,8 +144,9 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 		return err
 	}
 	factory := metadatainformer.NewSharedInformerFactory(meta, 0)
+	crdsGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	for _, gvr := range []schema.GroupVersionResource{
-		{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"},
+		crdsGVR,
 		{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"},
 	} {
 		_, _ = factory.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -110,6 +155,8 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 			DeleteFunc: func(interface{}) { l.poke() },
 		})
 	}
+	crds := factory.ForResource(crdsGVR).Informer()
+	l.crds = crds
 	factory.Start(ctx.Done())
 	base := loopback.Host
 	if !strings.Contains(base, "://") {
@@ -120,6 +167,9 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	// while unsynced depends on it); bounded, so startup never waits long.
 	firstCtx, cancel := context.WithTimeout(ctx, localFirstReadTimeout)
 	defer cancel()
+	// The CRDs first, within the same bound: the first registration
+	// renewal then records the list without them.
+	cache.WaitForCacheSync(firstCtx.Done(), crds.HasSynced)
 	if err := l.read(firstCtx, client, base); err != nil {
 		logReadError(klog.FromContext(ctx), "peerdiscovery filter: first read of local discovery failed; will retry", err)
 		l.poke()

@@ -169,7 +169,7 @@ func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV st
 	c.mu.Lock()
 	cached, ok := c.roots[peer.ID]
 	c.mu.Unlock()
-	if ok && cached.endpoint == peer.Endpoint && cached.merged == mergedRV && time.Since(cached.at) < peerRootTTL {
+	if ok && cached.endpoint == peer.Endpoint && cached.merged == mergedRV && f.clock.Since(cached.at) < peerRootTTL {
 		return cached.doc, true
 	}
 	sub := r.Clone(r.Context())
@@ -178,13 +178,13 @@ func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV st
 	sub.Header.Del("If-Modified-Since")
 	sub.Header.Set("Accept", "application/json")
 	out := newBufferWriter(maxOpenAPIRootBytes)
-	f.proxy.serve(out, sub, routing.Result{Decision: v1alpha1.RouteProxy, Candidates: []routing.Peer{peer}, GVR: openAPIGVR}, f.serializer, f.opts.RetryAfterSeconds, false)
+	f.proxy.serve(out, sub, target{candidates: []routing.Peer{peer}, about: openAPIRootSubject})
 	var doc openAPIRootDoc
 	if out.code != http.StatusOK || out.overflow || json.Unmarshal(out.buf.Bytes(), &doc) != nil {
 		klog.FromContext(r.Context()).V(2).Info("peerdiscovery filter: reading a peer's /openapi/v3 failed; its group-versions keep this server's entries", "peer", peer.ID, "code", out.code)
 		return openAPIRootDoc{}, false
 	}
-	c.put(peer.ID, cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: time.Now(), doc: doc})
+	c.put(peer.ID, cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: f.clock.Now(), doc: doc})
 	return doc, true
 }
 
@@ -205,16 +205,13 @@ func (c *peerOpenAPIRoots) put(id string, r cachedRoot) {
 	c.roots[id] = r
 }
 
-// openAPIGVR labels the metrics of OpenAPI requests sent to peers.
-var openAPIGVR = schema.GroupVersionResource{Group: "openapi", Version: "v3"}
-
 // serveOpenAPIGroupVersion sends /openapi/v3/apis/<group>/<version> to the
 // peer the root names for it. It returns false for the chain.
 func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
 	res := routing.DecideGroupVersion(f.state.table(), gv, f.serverID, f.local)
 	if res.Decision == v1alpha1.RouteUnavailable {
 		discoveryServed(endpointOpenAPIGroupVersion, sourceUnavailable)
-		groupVersionUnavailable(w, r, f, gv)
+		f.groupVersionUnavailable(w, r, gv)
 		return true
 	}
 	peer, ok := openAPIChoice(res)
@@ -228,7 +225,7 @@ func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request
 	if res.Split {
 		cands = cands[:1]
 	}
-	f.proxy.serve(w, r, routing.Result{Decision: v1alpha1.RouteProxy, Candidates: cands, GVR: gv.WithResource("")}, f.serializer, f.opts.RetryAfterSeconds, false)
+	f.proxy.serve(w, r, target{candidates: cands, about: groupVersionSubject(gv)})
 	return true
 }
 

@@ -191,48 +191,6 @@ func (p discoveryPath) groupVersion() schema.GroupVersion {
 	return schema.GroupVersion{Group: p.group, Version: p.version}
 }
 
-// serveDiscovery answers the discovery and OpenAPI requests whose true
-// answer is the cluster's, not only this server's. It returns false to let
-// the chain answer: a method other than GET, a request a peer proxied here
-// or that asks for this server's own view (X-Kubernetes-Peer-Proxied:
-// true), routing caches not synced yet, and anything this server answers
-// the same as the cluster.
-func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-	if r.Method != http.MethodGet || r.Header.Get(PeerProxiedHeader) == "true" || !f.Synced() {
-		return false
-	}
-	path := r.URL.Path
-	switch {
-	case path == "/apis" || path == "/api":
-		return f.discovery.serveRoot(w, r, f.serverID)
-	case path == openAPIRoot:
-		if f.serveOpenAPIRoot(w, r, next) {
-			discoveryServed(endpointOpenAPI, sourceMerged)
-			return true
-		}
-		discoveryServed(endpointOpenAPI, sourceLocal)
-		return false
-	case strings.HasPrefix(path, openAPIPrefix):
-		gv, ok := parseOpenAPIPath(path)
-		if !ok {
-			return false
-		}
-		if f.serveOpenAPIGroupVersion(w, r, gv) {
-			return true
-		}
-		discoveryServed(endpointOpenAPIGroupVersion, sourceLocal)
-		return false
-	}
-	p, ok := parseDiscoveryPath(path)
-	if !ok {
-		return false
-	}
-	if p.version == "" {
-		return f.serveGroup(w, r, p.group)
-	}
-	return f.serveResourceList(w, r, p.groupVersion())
-}
-
 // groupKey and the group-version key the ETags of /apis/<group> and of a
 // merged resource list in legacyView.etags.
 type groupKey string
@@ -260,7 +218,7 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 	for _, gv := range table.GroupVersions() {
 		if gv.Group == name && routing.DecideGroupVersion(table, gv, f.serverID, f.local).Decision == v1alpha1.RouteUnavailable {
 			discoveryServed(endpointGroup, sourceUnavailable)
-			groupVersionUnavailable(w, r, f, gv)
+			f.groupVersionUnavailable(w, r, gv)
 			return true
 		}
 	}
@@ -277,7 +235,7 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
 		discoveryServed(endpointResourceList, sourceUnavailable)
-		groupVersionUnavailable(w, r, f, gv)
+		f.groupVersionUnavailable(w, r, gv)
 		return true
 	case v1alpha1.RouteProxy:
 	default:
@@ -286,7 +244,7 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	}
 	if !res.Split {
 		discoveryServed(endpointResourceList, sourcePeer)
-		f.proxy.serve(w, r, routing.Result{Decision: v1alpha1.RouteProxy, Candidates: res.Candidates, GVR: gv.WithResource("")}, f.serializer, f.opts.RetryAfterSeconds, false)
+		f.proxy.serve(w, r, target{candidates: res.Candidates, about: groupVersionSubject(gv)})
 		return true
 	}
 	v := f.discovery.legacyView(f.serverID)
@@ -302,8 +260,6 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 
 // groupVersionUnavailable answers 503 with Retry-After for a group-version
 // that only servers which are not ready, or have left, serve.
-func groupVersionUnavailable(w http.ResponseWriter, r *http.Request, f *Filter, gv schema.GroupVersion) {
-	gvr := gv.WithResource("")
-	proxyError(r.Context(), "unavailable", gvr)
-	retryLater(w, r, f.serializer, gvr, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable", gv.String()), f.opts.RetryAfterSeconds)
+func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) {
+	f.answers.unavailable(w, r, groupVersionSubject(gv), "no ready server serves it")
 }

@@ -1,0 +1,94 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package filter
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+)
+
+// errPeerStopped ends the requests in flight to a peer that the view
+// marked not ready (it stopped answering: frozen, cut off, gone). It
+// counts as a timeout: a write it ends gets 504, never a retry.
+var errPeerStopped error = peerStoppedError{}
+
+type peerStoppedError struct{}
+
+func (peerStoppedError) Error() string {
+	return "the peer stopped answering (peerdiscovery marked it not ready) while the request was in flight"
+}
+func (peerStoppedError) Timeout() bool   { return true }
+func (peerStoppedError) Temporary() bool { return true }
+
+// peerStopped tells whether an attempt ended because its peer stopped.
+func peerStopped(attempt context.Context) bool {
+	return errors.Is(context.Cause(attempt), errPeerStopped)
+}
+
+// lostConnection is true for the error of a request whose HTTP/2
+// connection failed its health check (a ping went unanswered): the peer
+// stopped answering, which is a timeout, not a broken answer.
+func lostConnection(err error) bool {
+	// x/net/http2 (and net/http's bundled copy) close the connection with
+	// this error when a ping times out; it has no type of its own.
+	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
+}
+
+// inflight lets the requests in flight to a peer be ended at once when the
+// view marks it not ready, instead of waiting for a timeout: each attempt's
+// context is bound to its peer's current scope, and stopping the peer
+// cancels the scope (later attempts get a new one).
+type inflight struct {
+	scopes sync.Map // peer ID -> *peerScope
+}
+
+type peerScope struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+func (in *inflight) scope(id string) *peerScope {
+	if s, ok := in.scopes.Load(id); ok {
+		return s.(*peerScope)
+	}
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s, loaded := in.scopes.LoadOrStore(id, &peerScope{ctx: ctx, cancel: cancel})
+	if loaded {
+		cancel(nil)
+	}
+	return s.(*peerScope)
+}
+
+// bind returns the context of one attempt at a peer: it ends with the
+// request, or with errPeerStopped when the peer is stopped. done releases
+// it.
+func (in *inflight) bind(ctx context.Context, id string) (attempt context.Context, done func()) {
+	actx, cancel := context.WithCancelCause(ctx)
+	s := in.scope(id)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
+	return actx, func() {
+		stop()
+		cancel(nil)
+	}
+}
+
+// stop ends every request in flight to a peer.
+func (in *inflight) stop(id string) {
+	if s, ok := in.scopes.LoadAndDelete(id); ok {
+		s.(*peerScope).cancel(errPeerStopped)
+	}
+}

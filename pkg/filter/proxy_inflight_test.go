@@ -1,0 +1,320 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package filter
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
+)
+
+// TestRoutingStateStopsPeersThatTurnNotReady: a peer that was ready and
+// no longer is (or is gone) is stopped once, after the table that says so
+// is in use; a peer that never was ready is not.
+func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
+	registerMetrics() // the state reports its sync through them
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lws := map[string]*fakeLW{
+		"peerroutingtables": newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+		"apiserverpeers": newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{
+			*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1"),
+			*peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "1"),
+		}}),
+		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+	}
+	s := newRoutingState()
+	var mu sync.Mutex
+	var stopped []string
+	s.onPeerStopped = func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		// The table in use says so already.
+		if p, _ := s.table().Peer(id); p.Ready {
+			t.Errorf("%s stopped while the table in use has it ready", id)
+		}
+		stopped = append(stopped, id)
+	}
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(stopped)
+	}
+	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
+	eventually(t, "synced", s.synced)
+
+	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
+	eventually(t, "b stopped", func() bool { return slices.Equal(got(), []string{"b"}) })
+	// Not ready from the start: nothing in flight to stop.
+	lws["apiserverpeers"].w.Add(peerWithReady("c", "10.0.0.3:6443", metav1.ConditionFalse, "3"))
+	// Gone while ready.
+	lws["apiserverpeers"].w.Delete(peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "4"))
+	eventually(t, "d stopped", func() bool { return slices.Equal(got(), []string{"b", "d"}) })
+	// b, not ready already, goes: no second stop.
+	lws["apiserverpeers"].w.Delete(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "5"))
+	eventually(t, "b gone", func() bool { _, ok := s.table().Peer("b"); return !ok })
+	if g := got(); !slices.Equal(g, []string{"b", "d"}) {
+		t.Errorf("stopped %v, want [b d]", g)
+	}
+}
+
+// hangingPeer takes requests and never answers until the filter gives up
+// on them; received gets one value per request.
+func hangingPeer(e *env, received chan<- string) *testPeer {
+	return e.newPeer(func(w http.ResponseWriter, r *http.Request) {
+		received <- r.Method
+		<-r.Context().Done()
+	})
+}
+
+// setView installs routes and the APIServerPeers that say who is ready, as
+// the informers would.
+func (e *env) setView(tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
+	e.f.state.current.Store(routing.NewTable(tables, peers))
+}
+
+// markNotReady is what the routing state does when an APIServerPeer turns
+// not ready: the new table first, then the peer is stopped.
+func (e *env) markNotReady(id string, tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
+	e.setView(tables, peers...)
+	e.f.state.onPeerStopped(id)
+}
+
+// TestStoppedPeerEndsRequestsInFlight: requests in flight to a peer that
+// the view marks not ready end at once, not at the response header timeout:
+// a read goes on to the next candidate, a write gets 504 and is sent to no
+// other peer, a watch's stream ends cleanly.
+func TestStoppedPeerEndsRequestsInFlight(t *testing.T) {
+	const headerTimeout = 10 * time.Minute // far beyond any answer here
+	for _, tc := range []struct {
+		name, method string
+		wantCode     int
+		failsOver    bool
+	}{
+		{"read fails over", http.MethodGet, http.StatusOK, true},
+		{"write gets 504", http.MethodPost, http.StatusGatewayTimeout, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, peerHeaderTimeout(headerTimeout))
+			received := make(chan string, 4)
+			hung := hangingPeer(e, received)
+			other := e.newPeer(nil)
+			ids := order("p1", "p2")
+			e.setLocal()
+			tables := []*v1alpha1.PeerRoutingTable{route(widgetsGVR, readyPeer(ids[0], hung.endpoint()), readyPeer(ids[1], other.endpoint()))}
+			e.setView(tables, peerWithReady(ids[0], hung.endpoint(), metav1.ConditionTrue, "1"), peerWithReady(ids[1], other.endpoint(), metav1.ConditionTrue, "1"))
+
+			type answer struct {
+				code   int
+				header http.Header
+				body   string
+			}
+			done := make(chan answer, 1)
+			go func() {
+				var body io.Reader
+				if tc.method == http.MethodPost {
+					body = strings.NewReader(`{"kind":"Widget"}`)
+				}
+				resp := e.do(e.newRequest(tc.method, "/apis/example.com/v1/namespaces/ns1/widgets", body))
+				done <- answer{resp.StatusCode, resp.Header, readBody(t, resp)}
+			}()
+			if m := <-received; m != tc.method {
+				t.Fatalf("the first candidate got %s", m)
+			}
+			start := time.Now()
+			e.markNotReady(ids[0], tables, peerWithReady(ids[0], hung.endpoint(), metav1.ConditionFalse, "2"), peerWithReady(ids[1], other.endpoint(), metav1.ConditionTrue, "1"))
+			var a answer
+			select {
+			case a = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the request still waits on the stopped peer")
+			}
+			t.Logf("answered %d %v after the stop", a.code, time.Since(start).Round(time.Millisecond))
+			if a.code != tc.wantCode {
+				t.Fatalf("%d %s, want %d", a.code, a.body, tc.wantCode)
+			}
+			if n := len(other.requests()); (n == 1) != tc.failsOver || n > 1 {
+				t.Errorf("the other candidate saw %d requests", n)
+			}
+			if !tc.failsOver {
+				var st metav1.Status
+				if err := json.Unmarshal([]byte(a.body), &st); err != nil || st.Reason != metav1.StatusReasonTimeout || !strings.Contains(st.Message, "not retried") {
+					t.Errorf("504 body: %v %s", err, a.body)
+				}
+				if ra := a.header.Get("Retry-After"); ra != "" {
+					t.Errorf("a write's 504 invites a retry: Retry-After %s", ra)
+				}
+			}
+		})
+	}
+
+	t.Run("watch ends cleanly", func(t *testing.T) {
+		e := newEnv(t, peerHeaderTimeout(headerTimeout))
+		started := make(chan struct{})
+		streaming := e.newPeer(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = io.WriteString(w, `{"type":"ADDED","object":{"kind":"Widget"}}`+"\n")
+			w.(http.Flusher).Flush()
+			close(started)
+			<-r.Context().Done()
+		})
+		e.setLocal()
+		tables := []*v1alpha1.PeerRoutingTable{route(widgetsGVR, readyPeer("p1", streaming.endpoint()))}
+		e.setView(tables, peerWithReady("p1", streaming.endpoint(), metav1.ConditionTrue, "1"))
+		resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets?watch=true", nil))
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("watch: %d", resp.StatusCode)
+		}
+		rd := bufio.NewReader(resp.Body)
+		if line, err := rd.ReadString('\n'); err != nil || !strings.Contains(line, "ADDED") {
+			t.Fatalf("first event: %q %v", line, err)
+		}
+		<-started
+		e.markNotReady("p1", tables, peerWithReady("p1", streaming.endpoint(), metav1.ConditionFalse, "2"))
+		rest := make(chan error, 1)
+		go func() { _, err := io.ReadAll(rd); rest <- err }()
+		select {
+		case err := <-rest:
+			if err != nil {
+				t.Errorf("the stream was cut (%v), not ended cleanly", err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("the watch still streams from the stopped peer")
+		}
+	})
+}
+
+// silentRelay forwards TCP to a peer until frozen; then it holds the
+// connections open and forwards nothing, as a frozen or cut-off peer does.
+type silentRelay struct {
+	ln     net.Listener
+	frozen chan struct{}
+	once   sync.Once
+}
+
+func newSilentRelay(t *testing.T, target string) *silentRelay {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &silentRelay{ln: ln, frozen: make(chan struct{})}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", target)
+			if err != nil {
+				_ = c.Close()
+				continue
+			}
+			t.Cleanup(func() { _ = c.Close(); _ = up.Close() })
+			go r.pipe(up, c)
+			go r.pipe(c, up)
+		}
+	}()
+	return r
+}
+
+func (r *silentRelay) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		select {
+		case <-r.frozen:
+			return // hold both ends open, forward nothing more
+		default:
+		}
+		if n > 0 {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (r *silentRelay) freeze()          { r.once.Do(func() { close(r.frozen) }) }
+func (r *silentRelay) endpoint() string { return r.ln.Addr().String() }
+
+// TestPeerConnectionHealthCheck: a peer that goes silent while a write is
+// in flight (frozen, cut off) fails its connection's HTTP/2 health check,
+// and the write gets 504 (it was sent; never resent), not the response
+// header timeout. The check's timing comes from the same environment
+// variables as every Kubernetes client's (1 s + 1 s here for speed; the
+// peers' defaults are 5 s + 3 s).
+func TestPeerConnectionHealthCheck(t *testing.T) {
+	t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "1")
+	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "1")
+	e := newEnv(t, peerHeaderTimeout(10*time.Minute))
+	received := make(chan string, 4)
+	peer := hangingPeer(e, received)
+	relay := newSilentRelay(t, peer.endpoint())
+	other := e.newPeer(nil)
+	ids := order("p1", "p2")
+	e.setLocal()
+	e.setRoutes(route(widgetsGVR, readyPeer(ids[0], relay.endpoint()), readyPeer(ids[1], other.endpoint())))
+	done := make(chan *http.Response, 1)
+	go func() {
+		done <- e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{}`)))
+	}()
+	<-received
+	relay.freeze()
+	select {
+	case resp := <-done:
+		body := readBody(t, resp)
+		if resp.StatusCode != http.StatusGatewayTimeout || resp.Header.Get("Retry-After") != "" {
+			t.Fatalf("%d (Retry-After %q) %s, want 504 without Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the write still waits on a silent peer")
+	}
+	if n := len(other.requests()); n != 0 {
+		t.Errorf("the write was sent again, to the other candidate (%d)", n)
+	}
+}
+
+func TestPeerHealthCheckDefaults(t *testing.T) {
+	if got := envSeconds("PEERDISCOVERY_TEST_UNSET_VARIABLE", peerReadIdleTimeout); got != 5*time.Second {
+		t.Errorf("read idle default %v", got)
+	}
+	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "not-a-number")
+	if got := envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout); got != 3*time.Second {
+		t.Errorf("ping default on a bad value %v", got)
+	}
+	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "7")
+	if got := envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout); got != 7*time.Second {
+		t.Errorf("ping from the environment %v", got)
+	}
+}

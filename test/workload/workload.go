@@ -1,0 +1,509 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+)
+
+// Config is one workload.
+type Config struct {
+	// Run labels every object it writes (RunLabel).
+	Run string
+	// Namespace holds namespaced objects besides the short-lived
+	// namespaces; SetUp creates it.
+	Namespace string
+	// Kinds are the resources it uses.
+	Kinds []Kind
+	// Rate is operations per second over all servers; Workers bounds the
+	// operations in flight (one that finds every worker busy is skipped
+	// and counted).
+	Rate, Workers int
+	// MaxDuration bounds Run whatever happens.
+	MaxDuration time.Duration
+	// Seed makes the operation mix repeatable (math/rand/v2).
+	Seed uint64
+	// UserAgent + the index of the server a request is sent to is every
+	// request's User-Agent: proxies keep it, so the audit log of the
+	// server that finally serves a request names the one that got it.
+	UserAgent string
+	// Sendable says whether an operation on k may be sent now (nil:
+	// always), e.g. not before some ready server serves it.
+	Sendable func(k Kind) bool
+	// NamespaceEvery is the pause between two short-lived namespaces (0:
+	// none); each lives NamespaceLife (objects are created in it), then is
+	// deleted.
+	NamespaceEvery, NamespaceLife time.Duration
+	// OnSample and OnAttempt, when set, see every operation and HTTP
+	// attempt as it is recorded (online checks).
+	OnSample  func(Sample)
+	OnAttempt func(Attempt)
+}
+
+// Sample is one operation as the client saw it, after client-go's retries.
+type Sample struct {
+	At    time.Duration `json:"at"`
+	Took  time.Duration `json:"took"`
+	Phase int           `json:"phase"`
+	// Server is the kube-apiserver the client sent it to.
+	Server int    `json:"server"`
+	Kind   string `json:"kind"`
+	Verb   string `json:"verb"`
+	// Code is the final HTTP status; 0 when no response came.
+	Code int    `json:"code"`
+	Err  string `json:"err,omitempty"`
+}
+
+// Attempt is one HTTP request on the wire (client-go may send several for
+// one operation: it retries 429 and 5xx answers that carry Retry-After).
+type Attempt struct {
+	At    time.Duration `json:"at"`
+	Took  time.Duration `json:"took"`
+	Phase int           `json:"phase"`
+	// Server is the kube-apiserver it was sent to.
+	Server     int    `json:"server"`
+	Method     string `json:"method"`
+	Path       string `json:"path"`
+	Code       int    `json:"code"`
+	RetryAfter bool   `json:"retryAfter,omitempty"`
+}
+
+// CreateRecord is what the workload knows of one create.
+type CreateRecord struct {
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Op        int64  `json:"op"`
+	// Acked: the client got 201 (and the object's name).
+	Acked bool   `json:"acked"`
+	Name  string `json:"name,omitempty"`
+	// DeleteAcked: a later delete of it got 200.
+	DeleteAcked bool `json:"deleteAcked,omitempty"`
+	// DeleteUncertain: a later delete may or may not have happened.
+	DeleteUncertain bool `json:"deleteUncertain,omitempty"`
+	// NamespaceDeleted: its namespace was deleted (CheckNamespaces
+	// checks that it went with it).
+	NamespaceDeleted bool `json:"namespaceDeleted,omitempty"`
+}
+
+// liveObject is an acked object the workload may read, update or delete;
+// its lock keeps one operation on it at a time, so a 404 for it is false.
+type liveObject struct {
+	mu    sync.Mutex
+	rec   *CreateRecord
+	last  *unstructured.Unstructured
+	stale bool // the last write's outcome is unknown: GET before updating
+	gone  bool
+}
+
+// namespace is one namespace objects are created in.
+type namespace struct {
+	name        string
+	terminating bool
+	creates     sync.WaitGroup // creates in flight into it
+}
+
+// Workload issues the operations; its methods are safe for concurrent use.
+type Workload struct {
+	cfg     Config
+	start   time.Time
+	clients []dynamic.Interface
+	// inRotation: the load balancer sends new requests to the server.
+	inRotation []atomic.Bool
+	phase      atomic.Int32
+	nextOp     atomic.Int64
+	rr         atomic.Uint64
+	// writes is read-locked by every write; PauseWrites locks it.
+	writes sync.RWMutex
+
+	mu         sync.Mutex
+	rnd        *rand.Rand
+	samples    []Sample
+	attempts   []Attempt
+	creates    []*CreateRecord
+	live       map[string][]*liveObject // by kind
+	namespaces []*namespace
+	nsRecords  []*NamespaceRecord
+	skipped    int // every worker busy
+}
+
+// New makes a workload over one client per server (configs[i] is server
+// i's admin config). Times are measured from start.
+func New(cfg Config, configs []*rest.Config, start time.Time) (*Workload, error) {
+	w := &Workload{cfg: cfg, start: start, rnd: rand.New(rand.NewPCG(cfg.Seed, 0x5eed)), live: map[string][]*liveObject{},
+		inRotation: make([]atomic.Bool, len(configs)), namespaces: []*namespace{{name: cfg.Namespace}}}
+	for i, rc := range configs {
+		rc = rest.CopyConfig(rc)
+		rc.UserAgent = fmt.Sprintf("%s%d", cfg.UserAgent, i)
+		rc.QPS, rc.Burst = 1000, 1000
+		rc.Timeout = 30 * time.Second
+		server := i
+		rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return &recorder{w: w, server: server, next: rt} })
+		c, err := dynamic.NewForConfig(rc)
+		if err != nil {
+			return nil, err
+		}
+		w.clients = append(w.clients, c)
+		w.inRotation[i].Store(true)
+	}
+	return w, nil
+}
+
+// Since is the time since the workload's start.
+func (w *Workload) Since() time.Duration { return time.Since(w.start) }
+
+// SetPhase tags what is recorded from now on.
+func (w *Workload) SetPhase(p int) { w.phase.Store(int32(p)) }
+
+// SetInRotation puts server i in or out of the load balancer's rotation.
+func (w *Workload) SetInRotation(i int, in bool) { w.inRotation[i].Store(in) }
+
+// PauseWrites waits for the writes in flight and turns every write into a
+// list of its kind until ResumeWrites (the checks against quorum lists
+// need the writes to stop, the reads may go on).
+func (w *Workload) PauseWrites() { w.writes.Lock() }
+
+// ResumeWrites ends PauseWrites.
+func (w *Workload) ResumeWrites() { w.writes.Unlock() }
+
+// Records is everything recorded so far.
+type Records struct {
+	Samples    []Sample
+	Attempts   []Attempt
+	Creates    []*CreateRecord
+	Namespaces []*NamespaceRecord
+	Skipped    int
+}
+
+// Records returns what was recorded (the slices are not copied: call it
+// after Run returned).
+func (w *Workload) Records() Records {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Records{Samples: w.samples, Attempts: w.attempts, Creates: w.creates, Namespaces: w.nsRecords, Skipped: w.skipped}
+}
+
+// recorder notes every HTTP attempt.
+type recorder struct {
+	w      *Workload
+	server int
+	next   http.RoundTripper
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	at := r.w.Since()
+	resp, err := r.next.RoundTrip(req)
+	a := Attempt{At: at, Took: r.w.Since() - at, Phase: int(r.w.phase.Load()), Server: r.server, Method: req.Method, Path: req.URL.Path}
+	if err == nil {
+		a.Code, a.RetryAfter = resp.StatusCode, resp.Header.Get("Retry-After") != ""
+	}
+	r.w.mu.Lock()
+	r.w.attempts = append(r.w.attempts, a)
+	r.w.mu.Unlock()
+	if r.w.cfg.OnAttempt != nil {
+		r.w.cfg.OnAttempt(a)
+	}
+	return resp, err
+}
+
+// Run issues operations at the configured rate, and the namespace
+// lifecycle, until ctx ends or MaxDuration passes; every loop is bounded
+// by both.
+func (w *Workload) Run(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.MaxDuration)
+	defer cancel()
+	var wg sync.WaitGroup
+	if w.cfg.NamespaceEvery > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.namespaceLifecycle(ctx) }()
+	}
+	sem := make(chan struct{}, w.cfg.Workers)
+	tick := time.NewTicker(time.Second / time.Duration(w.cfg.Rate))
+	defer tick.Stop()
+	for n := int(w.cfg.MaxDuration.Seconds()) * w.cfg.Rate; n > 0; n-- {
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			return
+		case <-tick.C:
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			w.mu.Lock()
+			w.skipped++
+			w.mu.Unlock()
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			w.operate(ctx)
+		}()
+	}
+	wg.Wait()
+}
+
+var verbWeights = []struct {
+	verb   string
+	weight int
+}{{"create", 20}, {"get", 25}, {"list", 20}, {"update", 15}, {"delete", 12}, {"watch", 8}}
+
+// pick chooses the operation, the kind, (for get, update, delete) a live
+// object and (for a namespaced create) a namespace, under the seeded
+// random source. A create's namespace has its in-flight count raised.
+func (w *Workload) pick() (string, Kind, *liveObject, *namespace) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var ks []Kind
+	for _, k := range w.cfg.Kinds {
+		if w.cfg.Sendable == nil || w.cfg.Sendable(k) {
+			ks = append(ks, k)
+		}
+	}
+	if len(ks) == 0 {
+		return "", Kind{}, nil, nil
+	}
+	k := ks[w.rnd.IntN(len(ks))]
+	n := w.rnd.IntN(100)
+	verb := "create"
+	for _, vw := range verbWeights {
+		if n < vw.weight {
+			verb = vw.verb
+			break
+		}
+		n -= vw.weight
+	}
+	if verb == "get" || verb == "update" || verb == "delete" {
+		if pool := w.live[k.Name]; len(pool) > 0 {
+			return verb, k, pool[w.rnd.IntN(len(pool))], nil
+		}
+		verb = "create"
+	}
+	if verb != "create" || !k.Namespaced {
+		return verb, k, nil, nil
+	}
+	var open []*namespace
+	for _, ns := range w.namespaces {
+		if !ns.terminating {
+			open = append(open, ns)
+		}
+	}
+	ns := open[w.rnd.IntN(len(open))]
+	ns.creates.Add(1)
+	return verb, k, nil, ns
+}
+
+// server is the next server in rotation (round robin).
+func (w *Workload) server() int {
+	n := len(w.clients)
+	for range n {
+		i := int(w.rr.Add(1) % uint64(n))
+		if w.inRotation[i].Load() {
+			return i
+		}
+	}
+	return int(w.rr.Load() % uint64(n))
+}
+
+func (w *Workload) resource(k Kind, server int, ns string) dynamic.ResourceInterface {
+	r := w.clients[server].Resource(k.GVR)
+	if k.Namespaced {
+		return r.Namespace(ns)
+	}
+	return r
+}
+
+func (w *Workload) operate(ctx context.Context) {
+	verb, k, obj, ns := w.pick()
+	if verb == "" {
+		return
+	}
+	if ns != nil {
+		defer ns.creates.Done()
+	}
+	if verb == "create" || verb == "update" || verb == "delete" {
+		if !w.writes.TryRLock() {
+			if obj != nil { // paused: read it instead
+				verb = "get"
+			} else {
+				verb = "list"
+			}
+		} else {
+			defer w.writes.RUnlock()
+		}
+	}
+	if obj != nil {
+		obj.mu.Lock()
+		defer obj.mu.Unlock()
+		if obj.gone {
+			return
+		}
+	}
+	server := w.server()
+	s := Sample{At: w.Since(), Phase: int(w.phase.Load()), Server: server, Kind: k.Name, Verb: verb}
+	selector := metav1.ListOptions{LabelSelector: RunLabel + "=" + w.cfg.Run}
+	var err error
+	switch verb {
+	case "create":
+		nsName := ""
+		if ns != nil {
+			nsName = ns.name
+		}
+		res := w.resource(k, server, nsName)
+		op := w.nextOp.Add(1)
+		rec := &CreateRecord{Kind: k.Name, Namespace: nsName, Op: op}
+		w.mu.Lock()
+		w.creates = append(w.creates, rec)
+		w.mu.Unlock()
+		var out *unstructured.Unstructured
+		if out, err = res.Create(ctx, k.NewObject(w.cfg.Run, nsName, op), metav1.CreateOptions{}); err == nil {
+			rec.Acked, rec.Name = true, out.GetName()
+			w.mu.Lock()
+			w.live[k.Name] = append(w.live[k.Name], &liveObject{rec: rec, last: out})
+			w.mu.Unlock()
+		}
+	case "get":
+		var out *unstructured.Unstructured
+		if out, err = w.resource(k, server, obj.rec.Namespace).Get(ctx, obj.rec.Name, metav1.GetOptions{}); err == nil {
+			obj.last, obj.stale = out, false
+		}
+	case "list":
+		selector.Limit = 50
+		_, err = w.clients[server].Resource(k.GVR).List(ctx, selector)
+	case "update":
+		err = w.update(ctx, w.resource(k, server, obj.rec.Namespace), obj)
+	case "delete":
+		err = w.resource(k, server, obj.rec.Namespace).Delete(ctx, obj.rec.Name, metav1.DeleteOptions{})
+		if apierrors.IsNotFound(err) {
+			// A false 404 (the object exists, as only this workload
+			// deletes it): it stays in use.
+			break
+		}
+		obj.gone = true
+		w.mu.Lock()
+		if err == nil {
+			obj.rec.DeleteAcked = true
+		} else {
+			obj.rec.DeleteUncertain = true
+		}
+		w.removeLive(k.Name, obj)
+		w.mu.Unlock()
+	case "watch":
+		// The server ends it after 2 s; the client waits for its headers
+		// up to 15 s, so a watch hung on a peer shows as a long attempt.
+		timeout := int64(2)
+		selector.TimeoutSeconds = &timeout
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		var wi interface{ Stop() }
+		if wi, err = w.clients[server].Resource(k.GVR).Watch(wctx, selector); err == nil {
+			wi.Stop()
+		}
+		cancel()
+	}
+	w.record(ctx, s, err)
+}
+
+// update writes an annotation on the object as the workload last read
+// it; on a conflict (a controller wrote it since: the deployment
+// controller's status) it reads it again and retries, as clients do
+// (client-go's retry.RetryOnConflict).
+func (w *Workload) update(ctx context.Context, res dynamic.ResourceInterface, obj *liveObject) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if obj.stale || !first {
+			out, err := res.Get(ctx, obj.rec.Name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			obj.last, obj.stale = out, false
+		}
+		first = false
+		u := obj.last.DeepCopy()
+		ann := u.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann["peerdiscovery.k8s.io/workload-update"] = strconv.FormatInt(w.nextOp.Add(1), 10)
+		u.SetAnnotations(ann)
+		out, err := res.Update(ctx, u, metav1.UpdateOptions{})
+		if err != nil {
+			obj.stale = true
+			return err
+		}
+		obj.last = out
+		return nil
+	})
+}
+
+// removeLive takes obj out of the pool (w.mu held).
+func (w *Workload) removeLive(kind string, obj *liveObject) {
+	pool := w.live[kind]
+	for i, o := range pool {
+		if o == obj {
+			w.live[kind] = append(pool[:i], pool[i+1:]...)
+			return
+		}
+	}
+}
+
+// record keeps the operation's outcome (not when the workload ended while
+// it ran: that is no outcome).
+func (w *Workload) record(ctx context.Context, s Sample, err error) {
+	s.Took = w.Since() - s.At
+	s.Code = 200
+	if err != nil {
+		s.Code, s.Err = codeOf(err), truncate(err.Error(), 200)
+		if ctx.Err() != nil {
+			return
+		}
+	}
+	w.mu.Lock()
+	w.samples = append(w.samples, s)
+	w.mu.Unlock()
+	if w.cfg.OnSample != nil {
+		w.cfg.OnSample(s)
+	}
+}
+
+func codeOf(err error) int {
+	var st apierrors.APIStatus
+	if errors.As(err, &st) {
+		return int(st.Status().Code)
+	}
+	return 0
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
