@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-# Usual targets; the README's two commands are hack/local-up.sh and hack/test.sh.
+# Usual targets, each a hack/ script (or a plain go build); the README's two
+# commands are hack/local-up.sh and hack/test.sh.
 .PHONY: all build plugin test unit verify codegen local-up local-up-nodes images binaries clean
 
 all: build
@@ -32,12 +33,10 @@ test:
 	hack/test.sh
 
 unit:
-	go test -race ./pkg/...
+	hack/test-unit.sh
 
 verify:
-	gofmt -l cmd pkg test | (! grep .)
-	go vet ./...
-	hack/verify-codegen.sh
+	hack/verify.sh
 
 codegen:
 	hack/update-codegen.sh

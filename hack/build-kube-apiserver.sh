@@ -43,20 +43,20 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib/kube-release.sh"
 
 WRAPPER_SRC="${REPO_ROOT}/hack/kube-apiserver"
-FILTER_PKG="./pkg/filter"
 
 # filter_source_files prints, one per line and sorted, the non-test source
-# files of every package of this repository in pkg/filter's import closure
-# (those a build tag leaves out too: a v1.35 build uses one).
+# files of every package of filter_packages (those a build tag leaves out
+# too: a v1.35 build uses one).
 # shellcheck disable=SC2016 # $d in single quotes is Go template syntax
 filter_source_files() {
   local tmpl kind
-  tmpl='{{if and .Module (eq .Module.Path "'"${MAIN_MODULE}"'")}}{{$d := .Dir}}'
+  tmpl='{{$d := .Dir}}'
   for kind in GoFiles IgnoredGoFiles CgoFiles CFiles HFiles SFiles EmbedFiles; do
     tmpl+='{{range .'"${kind}"'}}{{$d}}/{{.}}{{"\n"}}{{end}}'
   done
-  tmpl+='{{end}}'
-  (cd "${REPO_ROOT}" && go list -e -deps -f "${tmpl}" "${FILTER_PKG}") | sed '/^$/d' | LC_ALL=C sort -u
+  local -a pkgs
+  mapfile -t pkgs < <(filter_packages)
+  (cd "${REPO_ROOT}" && go list -e -f "${tmpl}" "${pkgs[@]}") | sed '/^$/d' | LC_ALL=C sort -u
 }
 
 # input_manifest VERSION MINOR prints "sha256  path" for every build input,

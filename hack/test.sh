@@ -23,7 +23,7 @@ cd "${REPO_ROOT}"
 
 start=$(date +%s)
 # Every stage's seconds and whether a build was cached, printed at the end
-# (also when a stage fails): the table in docs/ci.md comes from it.
+# (also when a stage fails): the table in docs/testing.md ("CI's time") comes from it.
 export PEERDISCOVERY_STAGE_FILE="${OUTPUT_DIR}/test-stages.tsv"
 mkdir -p "${OUTPUT_DIR}"
 : >"${PEERDISCOVERY_STAGE_FILE}"
@@ -35,15 +35,9 @@ report() {
 }
 trap report EXIT
 
-check_gofmt() {
-  local unformatted
-  unformatted="$(gofmt -l cmd internal pkg test hack 2>/dev/null || true)"
-  [[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
-}
-stage::run "gofmt" check_gofmt
-stage::run "license headers" hack/verify-boilerplate.sh
-stage::run "go vet (downloads the modules on a cold machine)" go vet ./...
-stage::run "verify generated code" hack/verify-codegen.sh
+# The static checks (hack/verify.sh): gofmt, license headers, vet, generated
+# code, the filter's compile constraint; each records its own stage.
+hack/verify.sh
 
 # The builds, one stage per binary (cached or built).
 hack/build-all.sh
@@ -58,17 +52,8 @@ stage::run "container images (hack/build-images.sh)" hack/build-images.sh
 image_checks() { (cd hack/images && go vet ./... && PEERDISCOVERY_IMAGES_REQUIRED=1 go test -count=1 ./...); }
 stage::run "container image checks (hack/images)" image_checks
 
-# Unit tests may be served from go test's cache: their inputs are all Go
-# files go test sees.
-unit_tests() {
-  go test -race -timeout 20m ./internal/... ./pkg/... ./cmd/... 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
-  local rc=${PIPESTATUS[0]} total cached
-  total="$(grep -cE '^(ok|FAIL)[[:space:]]' "${OUTPUT_DIR}/unit-test.log" || true)"
-  cached="$(grep -cE '^ok[[:space:]].*\(cached\)' "${OUTPUT_DIR}/unit-test.log" || true)"
-  STAGE_NOTE="ran; ${cached} of ${total} packages from the test cache"
-  return "${rc}"
-}
-stage::run "unit tests (race detector)" unit_tests
+# The unit tests (hack/test-unit.sh), one stage.
+hack/test-unit.sh
 
 # The packages below start real binaries from _output/bin, which go test
 # does not count among a package's inputs: -count=1 so that no result is

@@ -53,6 +53,21 @@ kube_release_lib_files() {
     "${REPO_ROOT}/hack/lib/kube-release.sh"
 }
 
+# FILTER_PKG is the filter, linked into every kube-apiserver the project
+# supports: it and the packages of this repository it imports (its import
+# graph, filter_packages) must compile against the k8s.io libraries of each
+# release in KUBE_VERSIONS. hack/verify-filter-builds.sh checks that in
+# seconds; hack/build-kube-apiserver.sh hashes their sources.
+FILTER_PKG="./pkg/filter"
+
+# filter_packages prints, sorted, the import path of every package of this
+# repository in FILTER_PKG's import graph, FILTER_PKG included: the one
+# list of packages under the compile constraint.
+filter_packages() {
+  (cd "${REPO_ROOT}" && go list -e -deps -f '{{if and .Module (eq .Module.Path "'"${MAIN_MODULE}"'")}}{{.ImportPath}}{{end}}' "${FILTER_PKG}") |
+    sed '/^$/d' | LC_ALL=C sort -u
+}
+
 # hash_files reads file paths on stdin and prints "sha256  path" (path
 # relative to REPO_ROOT) for each, sorted, or "missing  path": a deleted
 # input must change the manifest too.

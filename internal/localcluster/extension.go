@@ -110,9 +110,7 @@ func (c *Cluster) deployExtension(ctx context.Context) error {
 		}
 	}
 	// The APIService goes in with the replicas, as `kubectl apply -k`
-	// does: they verify each other with its caBundle, so a follower is not
-	// ready before it exists (the aggregator marks it Available once a
-	// replica is).
+	// does (the aggregator marks it Available once a replica is ready).
 	c.cfg.Logf("applying APIService %s", APIServiceName)
 	if err := apply(ctx, dyn, mapper, apiServices); err != nil {
 		return err

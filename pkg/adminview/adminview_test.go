@@ -243,7 +243,7 @@ func TestExplain(t *testing.T) {
 	from := &servers[0]
 	e := NewExplain("LIST", "/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations", from, servers, v1alpha1.RouteReviewStatus{
 		Decision: v1alpha1.RouteProxy, Target: "apiserver-2", Reason: "storagemigration.k8s.io/v1beta1/storageversionmigrations is not served here; proxy to apiserver-2",
-		Candidates: []v1alpha1.RoutingPeer{{ServerID: "apiserver-2", Ready: true}},
+		Candidates: []v1alpha1.RouteCandidate{{ServerID: "apiserver-2", Ready: true}},
 	})
 	want := "On apiserver-1 (v1.36.3), list /apis/storagemigration.k8s.io/v1beta1/storageversionmigrations is proxied to apiserver-2 (v1.37.2): storagemigration.k8s.io/v1beta1/storageversionmigrations is not served here; proxy to apiserver-2."
 	if e.Sentence != want {

@@ -25,10 +25,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
-	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
+	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	componentbaseconfig "k8s.io/component-base/config"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -38,7 +37,6 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
-	"sigs.k8s.io/peerdiscovery/pkg/replication"
 )
 
 var (
@@ -72,21 +70,20 @@ type ExtraConfig struct {
 	// Clock is the time source of readiness (tests replace it).
 	Clock clock.PassiveClock
 	// Engine, when set, runs the peer engine against the cluster of
-	// GenericConfig.ClientConfig and publishes into the server's view.
+	// GenericConfig.ClientConfig and publishes into the server's stores.
 	// Tests leave it nil and publish views themselves.
 	Engine *engine.Options
-	// Replication, when set, makes this server one replica of several: the
-	// elected one publishes, the others serve a copy of its stores.
-	Replication *ReplicationConfig
+	// EventElection, when set, elects the one replica whose engine emits
+	// Events (every replica computes and serves its own view).
+	EventElection *EventElectionConfig
 }
 
-// ReplicationConfig configures the election among replicas.
-type ReplicationConfig struct {
-	// Identity is replication.NewIdentity of where the others reach this one.
+// EventElectionConfig configures the election of the replica that emits
+// Events.
+type EventElectionConfig struct {
+	// Identity names this replica in the Lease (hostname_uuid).
 	Identity       string
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
-	// APIService verifies the other replicas (its caBundle and Service).
-	APIService string
 }
 
 // Config is the server's configuration.
@@ -110,8 +107,10 @@ type CompletedConfig struct {
 // Server is a running peerdiscovery-apiserver.
 type Server struct {
 	GenericAPIServer *genericapiserver.GenericAPIServer
-	// View is where the peer engine publishes what it computed.
-	View *registry.ViewStore
+	// Publisher is where the peer engine publishes what it computed.
+	Publisher *registry.Publisher
+	// Stores hold the published objects; Stop ends their watches.
+	Stores *registry.Stores
 	// Engine is nil when ExtraConfig.Engine was.
 	Engine *engine.Engine
 }
@@ -124,28 +123,23 @@ func (cfg *Config) Complete() CompletedConfig {
 	if cfg.ExtraConfig.Clock == nil {
 		cfg.ExtraConfig.Clock = clock.RealClock{}
 	}
-	if lr := cfg.GenericConfig.LongRunningFunc; lr != nil {
-		// The replication stream lives as long as the leader: no request
-		// timeout (it has its own heartbeat).
-		cfg.GenericConfig.LongRunningFunc = func(r *http.Request, ri *apirequest.RequestInfo) bool {
-			return r.URL.Path == replication.Path || lr(r, ri)
-		}
-	}
 	return CompletedConfig{&completedConfig{cfg.GenericConfig.Complete(), &cfg.ExtraConfig, cfg.GenericConfig.ClientConfig}}
 }
 
 // New builds the server and installs the API group.
-func (c completedConfig) New() (*Server, error) {
+func (c completedConfig) New() (_ *Server, err error) {
 	genericServer, err := c.GenericConfig.New("peerdiscovery-apiserver", genericapiserver.NewEmptyDelegate())
 	if err != nil {
 		return nil, err
 	}
-	// Without the engine (tests publish views themselves) there is nothing
-	// to elect: the store leads from the start.
-	standby := c.ExtraConfig.Replication != nil && c.ExtraConfig.Engine != nil
-	view := registry.NewViewStore(c.ExtraConfig.StaleAfter, c.ExtraConfig.Clock, standby)
-	genericServer.Handler.NonGoRestfulMux.Handle(replication.Path, &replication.Handler{Clock: view.Clock()})
-	if err := genericServer.AddReadyzChecks(view.ReadyzCheck()); err != nil {
+	stores := registry.NewStores()
+	defer func() {
+		if err != nil {
+			stores.Stop() // their bookmark timers
+		}
+	}()
+	publisher := registry.NewPublisher(stores, c.ExtraConfig.Clock)
+	if err := genericServer.AddReadyzChecks(viewFresh(publisher, c.ExtraConfig.Clock, c.ExtraConfig.StaleAfter)); err != nil {
 		return nil, err
 	}
 	// Watches end when the server stops accepting requests, not when the
@@ -156,68 +150,64 @@ func (c completedConfig) New() (*Server, error) {
 	// be refused. Pre-shutdown hooks run at the start of the shutdown.
 	delay := c.GenericConfig.ShutdownDelayDuration
 	genericServer.AddPreShutdownHookOrDie("peerdiscovery-stop-watches", func() error {
-		time.AfterFunc(delay, view.Stop)
+		time.AfterFunc(delay, stores.Stop)
 		return nil
 	})
 
 	apiGroupInfo := genericapiserver.NewDefaultAPIGroupInfo(api.GroupName, Scheme, metav1.ParameterCodec, Codecs)
 	apiGroupInfo.NegotiatedSerializer = NegotiatedSerializer
-	apiGroupInfo.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = view.Storage()
+	apiGroupInfo.VersionedResourcesStorageMap[v1alpha1.SchemeGroupVersion.Version] = registry.Storage(stores, publisher)
 	if err := genericServer.InstallAPIGroup(&apiGroupInfo); err != nil {
 		return nil, err
 	}
-	srv := &Server{GenericAPIServer: genericServer, View: view}
-	if c.ExtraConfig.Engine != nil {
-		restConfig := c.ClientConfig
-		clients, err := engine.NewClients(restConfig)
-		if err != nil {
-			return nil, err
-		}
-		engineConfig, err := engine.Config{Options: *c.ExtraConfig.Engine, Clients: clients, Publisher: view, PeerUID: view.PeerUID, RESTConfig: restConfig}.Complete()
-		if err != nil {
-			return nil, err
-		}
-		if srv.Engine, err = engineConfig.New(); err != nil {
-			return nil, err
-		}
-		if rc := c.ExtraConfig.Replication; rc != nil {
-			srv.Engine.SetEventGate(view.Leading)
-			if err := addReplication(genericServer, rc, restConfig, clients, view); err != nil {
-				return nil, err
-			}
-		}
-		genericServer.AddPostStartHookOrDie("peerdiscovery-engine", func(ctx genericapiserver.PostStartHookContext) error {
-			go func() {
-				if err := srv.Engine.Run(ctx); err != nil {
-					klog.FromContext(ctx).Error(err, "Peer engine stopped")
-				}
-			}()
-			return nil
-		})
+	srv := &Server{GenericAPIServer: genericServer, Publisher: publisher, Stores: stores}
+	if c.ExtraConfig.Engine == nil {
+		return srv, nil
 	}
+	clients, err := engine.NewClients(c.ClientConfig)
+	if err != nil {
+		return nil, err
+	}
+	engineConfig, err := engine.Config{Options: *c.ExtraConfig.Engine, Clients: clients, Publisher: publisher, PeerUID: registry.PeerUID, RESTConfig: c.ClientConfig}.Complete()
+	if err != nil {
+		return nil, err
+	}
+	if srv.Engine, err = engineConfig.New(); err != nil {
+		return nil, err
+	}
+	var voice *eventVoice
+	if ec := c.ExtraConfig.EventElection; ec != nil {
+		if voice, err = newEventVoice(ec, clients); err != nil {
+			return nil, err
+		}
+		srv.Engine.SetEventGate(voice.leading.Load)
+	}
+	genericServer.AddPostStartHookOrDie("peerdiscovery-engine", func(ctx genericapiserver.PostStartHookContext) error {
+		if voice != nil {
+			go voice.run(ctx)
+		}
+		go func() {
+			if err := srv.Engine.Run(ctx); err != nil {
+				klog.FromContext(ctx).Error(err, "Peer engine stopped")
+			}
+		}()
+		return nil
+	})
 	return srv, nil
 }
 
-// addReplication starts the election among replicas after the server
-// serves (the others reach this one's stream through it).
-func addReplication(s *genericapiserver.GenericAPIServer, rc *ReplicationConfig, restConfig *rest.Config, clients engine.Clients, view *registry.ViewStore) error {
-	replication.RegisterMetrics()
-	le := rc.LeaderElection
-	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName,
-		clients.Kube.CoreV1(), clients.Kube.CoordinationV1(), resourcelock.ResourceLockConfig{Identity: rc.Identity})
-	if err != nil {
-		return fmt.Errorf("leader election lock: %w", err)
-	}
-	follower := &replication.Follower{
-		Replica: view,
-		Dial:    (&replication.APIServiceDialer{Base: restConfig, Aggregator: clients.Aggregator, APIService: rc.APIService}).Dial,
-	}
-	cfg := replication.ElectionConfig{
-		Lock: lock, LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
-	}
-	s.AddPostStartHookOrDie("peerdiscovery-replication", func(ctx genericapiserver.PostStartHookContext) error {
-		go replication.Run(ctx, cfg, view, follower)
+// viewFresh fails until a first view was published and whenever the last
+// one is older than staleAfter: a replica serving a frozen view must not
+// receive traffic from the aggregator.
+func viewFresh(p *registry.Publisher, clk clock.PassiveClock, staleAfter time.Duration) healthz.HealthChecker {
+	return healthz.NamedCheck("peerdiscovery-view", func(_ *http.Request) error {
+		last := p.LastPublished()
+		if last.IsZero() {
+			return fmt.Errorf("no view computed yet")
+		}
+		if age := clk.Since(last); age > staleAfter {
+			return fmt.Errorf("view is stale: last computed %s ago (limit %s)", age.Round(time.Second), staleAfter)
+		}
 		return nil
 	})
-	return nil
 }

@@ -25,7 +25,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
-	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/client-go/rest"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -33,7 +32,6 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	generatedopenapi "sigs.k8s.io/peerdiscovery/pkg/generated/openapi"
-	"sigs.k8s.io/peerdiscovery/pkg/replication"
 )
 
 // newTestServer builds the server without the engine (the test publishes)
@@ -55,7 +53,7 @@ func newTestServer(t *testing.T, extra ExtraConfig) *Server {
 	}
 	srv.GenericAPIServer.PrepareRun()
 	t.Cleanup(func() {
-		srv.View.Stop()
+		srv.Stores.Stop()
 		srv.GenericAPIServer.Destroy()
 	})
 	return srv
@@ -76,16 +74,6 @@ func TestCompleteDefaults(t *testing.T) {
 	c := cfg.Complete()
 	if c.ExtraConfig.StaleAfter != DefaultStaleAfter || c.ExtraConfig.Clock == nil {
 		t.Fatalf("defaults: stale after %s, clock %v", c.ExtraConfig.StaleAfter, c.ExtraConfig.Clock)
-	}
-	// The replication stream has no request timeout: it lives as long as
-	// the leader.
-	r := httptest.NewRequest(http.MethodGet, replication.Path, nil)
-	if !c.GenericConfig.LongRunningFunc(r, &apirequest.RequestInfo{}) {
-		t.Fatal("the replication stream is not long-running")
-	}
-	r = httptest.NewRequest(http.MethodGet, "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables", nil)
-	if c.GenericConfig.LongRunningFunc(r, &apirequest.RequestInfo{IsResourceRequest: true, Verb: "list"}) {
-		t.Fatal("a list is long-running")
 	}
 }
 
@@ -124,10 +112,6 @@ func TestNewInstallsTheGroup(t *testing.T) {
 			t.Errorf("%s: verbs %q, want %q", r, got[r], verbs)
 		}
 	}
-	// The replication stream is served beside the group.
-	if code, body := serve(t, srv, replication.Path); code == http.StatusNotFound {
-		t.Fatalf("replication stream: %d %s", code, body)
-	}
 }
 
 // TestReadinessFollowsTheView: /readyz fails until a view is published and
@@ -139,7 +123,7 @@ func TestReadinessFollowsTheView(t *testing.T) {
 	if code, body := serve(t, srv, check); code == http.StatusOK || !strings.Contains(body, "no view computed yet") {
 		t.Fatalf("before a view: %d %s", code, body)
 	}
-	if err := srv.View.Publish(compute.Output{}); err != nil {
+	if err := srv.Publisher.Publish(compute.Output{}); err != nil {
 		t.Fatal(err)
 	}
 	if code, body := serve(t, srv, check); code != http.StatusOK {

@@ -53,18 +53,17 @@ func TestComputeRoutes(t *testing.T) {
 	}
 	type want struct {
 		peers       []string
-		ready       int32
 		servedByAll bool
 		scope       apidiscoveryv2.ResourceScope
 	}
 	all := []string{"kube-apiserver-a", "kube-apiserver-b", "kube-apiserver-c"}
 	wants := map[string]want{
-		"pods.v1.core":             {all, 2, true, apidiscoveryv2.ScopeNamespace},
-		"nodes.v1.core":            {all, 2, true, apidiscoveryv2.ScopeCluster},
-		"configmaps.v1.core":       {[]string{"kube-apiserver-a", "kube-apiserver-b"}, 2, false, apidiscoveryv2.ScopeNamespace},
-		"deployments.v1.apps":      {all, 2, true, apidiscoveryv2.ScopeNamespace},
-		"deployments.v1beta1.apps": {[]string{"kube-apiserver-c"}, 0, false, apidiscoveryv2.ScopeNamespace},
-		"jobs.v1.batch":            {[]string{"kube-apiserver-b"}, 1, false, apidiscoveryv2.ScopeNamespace},
+		"pods.v1.core":             {all, true, apidiscoveryv2.ScopeNamespace},
+		"nodes.v1.core":            {all, true, apidiscoveryv2.ScopeCluster},
+		"configmaps.v1.core":       {[]string{"kube-apiserver-a", "kube-apiserver-b"}, false, apidiscoveryv2.ScopeNamespace},
+		"deployments.v1.apps":      {all, true, apidiscoveryv2.ScopeNamespace},
+		"deployments.v1beta1.apps": {[]string{"kube-apiserver-c"}, false, apidiscoveryv2.ScopeNamespace},
+		"jobs.v1.batch":            {[]string{"kube-apiserver-b"}, false, apidiscoveryv2.ScopeNamespace},
 	}
 	var names []string
 	for _, r := range out.Routes {
@@ -85,8 +84,8 @@ func TestComputeRoutes(t *testing.T) {
 		if got := routePeerIDs(rt); !slices.Equal(got, w.peers) {
 			t.Errorf("%s: peers %v, want %v (sorted)", name, got, w.peers)
 		}
-		if rt.Status.ReadyPeers != w.ready || rt.Status.TotalPeers != 3 || rt.Status.ServedByAll != w.servedByAll {
-			t.Errorf("%s: ready %d total %d servedByAll %v, want %d 3 %v", name, rt.Status.ReadyPeers, rt.Status.TotalPeers, rt.Status.ServedByAll, w.ready, w.servedByAll)
+		if rt.Status.TotalPeers != 3 || rt.Status.ServedByAll != w.servedByAll {
+			t.Errorf("%s: total %d servedByAll %v, want 3 %v", name, rt.Status.TotalPeers, rt.Status.ServedByAll, w.servedByAll)
 		}
 		if rt.Spec.Scope != w.scope || rt.Status.ClusterWide || rt.Status.ClusterWideSource != "" {
 			t.Errorf("%s: scope %q clusterWide %v %q", name, rt.Spec.Scope, rt.Status.ClusterWide, rt.Status.ClusterWideSource)
@@ -95,7 +94,7 @@ func TestComputeRoutes(t *testing.T) {
 			t.Errorf("%s: spec %+v does not name it", name, rt.Spec)
 		}
 		for _, p := range rt.Status.Peers {
-			if p.Endpoint != p.ServerID+".example:6443" || p.Left || p.Ready != (p.ServerID != "kube-apiserver-c") {
+			if p.Endpoint != p.ServerID+".example:6443" || p.Left {
 				t.Errorf("%s: peer %+v", name, p)
 			}
 		}

@@ -37,13 +37,13 @@ func TestComputeLeftPeer(t *testing.T) {
 	if rt == nil {
 		t.Fatal("a left peer's route is gone before its tombstone expires")
 	}
-	if len(rt.Status.Peers) != 1 || !rt.Status.Peers[0].Left || rt.Status.Peers[0].Ready {
+	if len(rt.Status.Peers) != 1 || !rt.Status.Peers[0].Left {
 		t.Errorf("left peer in route: %+v", rt.Status.Peers)
 	}
-	if rt.Status.ReadyPeers != 0 || rt.Status.TotalPeers != 1 || rt.Status.ServedByAll {
+	if rt.Status.TotalPeers != 1 || rt.Status.ServedByAll {
 		t.Errorf("route of a left peer: %+v", rt.Status)
 	}
-	if rt := routeByName(out, "deployments.v1.apps"); rt.Status.TotalPeers != 1 || !rt.Status.ServedByAll || rt.Status.ReadyPeers != 1 ||
+	if rt := routeByName(out, "deployments.v1.apps"); rt.Status.TotalPeers != 1 || !rt.Status.ServedByAll ||
 		!slices.Equal(routePeerIDs(rt), []string{"a", "b"}) {
 		t.Errorf("deployments: %+v", rt.Status)
 	}
@@ -98,7 +98,7 @@ func TestComputeLastPeerLeft(t *testing.T) {
 		t.Errorf("tombstoned routes: %d, want 4", len(out.Routes))
 	}
 	for _, r := range out.Routes {
-		if r.Status.TotalPeers != 0 || r.Status.ReadyPeers != 0 || r.Status.ServedByAll {
+		if r.Status.TotalPeers != 0 || r.Status.ServedByAll {
 			t.Errorf("%s: %+v", r.Name, r.Status)
 		}
 	}
@@ -155,7 +155,7 @@ func TestComputeStalePeerKeepsDocument(t *testing.T) {
 	}
 	assertEqual(t, "sources", want, out.Discovery.Status.Sources)
 	rt := routeByName(out, "widgets.v1.new.example.com")
-	if rt == nil || rt.Status.ReadyPeers != 0 || len(rt.Status.Peers) != 1 || rt.Status.Peers[0].Ready || rt.Status.Peers[0].Left {
+	if rt == nil || len(rt.Status.Peers) != 1 || rt.Status.Peers[0].Left {
 		t.Fatalf("route of a stale peer: %+v", rt)
 	}
 	p := peerByID(out, "b")

@@ -45,6 +45,9 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 	hint += hint / 8
 	index := make(map[schema.GroupVersionResource]int32, hint)
 	accs := make([]acc, 0, hint)
+	// One slab for every route's peers, len(peers) slots per GVR: a few
+	// allocations instead of one per route.
+	var slab []v1alpha1.RoutingPeer
 	counts := make([]peerCount, len(peers))
 	groups := map[string]struct{}{}
 	present := int32(0)
@@ -56,16 +59,20 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 			continue
 		}
 		clear(groups)
-		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Ready: v1alpha1.PeerReady(p.Ready, p.Left), Left: p.Left}
+		rp := v1alpha1.RoutingPeer{ServerID: p.ServerID, Endpoint: p.Endpoint, Left: p.Left}
 		for gvr, r := range merge.Resources(p.API, p.APIs) {
 			if excluded(ex, gvr.Group, gvr.Version) {
 				continue
 			}
 			i, ok := index[gvr]
 			if !ok {
+				if len(slab) < len(peers) {
+					slab = make([]v1alpha1.RoutingPeer, len(peers)*max(64, hint-len(accs)))
+				}
 				i = int32(len(accs))
 				index[gvr] = i
-				accs = append(accs, acc{gvr: gvr, scope: r.Scope, peers: make([]v1alpha1.RoutingPeer, 0, len(peers)), last: -1})
+				accs = append(accs, acc{gvr: gvr, scope: r.Scope, peers: slab[:0:len(peers)], last: -1})
+				slab = slab[len(peers):]
 			}
 			a := &accs[i]
 			if a.last == pi {
@@ -87,9 +94,6 @@ func routes(peers []*Peer, clusterWide map[schema.GroupVersion]string, ex func(s
 		t.Status = v1alpha1.PeerRoutingTableStatus{Peers: a.peers, TotalPeers: present}
 		serving := int32(0)
 		for _, p := range a.peers {
-			if p.Ready {
-				t.Status.ReadyPeers++
-			}
 			if !p.Left {
 				serving++
 			}

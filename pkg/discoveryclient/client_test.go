@@ -105,17 +105,6 @@ func started(t *testing.T, objs ...runtime.Object) (*Client, *fake.Clientset, *f
 	return c, cs, fd
 }
 
-func eventually(t *testing.T, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func find(lists []*metav1.APIResourceList, gv, name string) *metav1.APIResource {
 	for _, l := range lists {
 		if l.GroupVersion != gv {

@@ -32,6 +32,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned/fake"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 func TestWatchUpdatesAndFresh(t *testing.T) {
@@ -51,7 +52,7 @@ func TestWatchUpdatesAndFresh(t *testing.T) {
 	if err := cs.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("peeraggregateddiscoveries"), obj, ""); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the update", func() bool { _, apis := c.ETags(); return apis == "apis-2" })
+	poll.Eventually(t, "the update", func() bool { _, apis := c.ETags(); return apis == "apis-2" })
 	if c.Fresh() {
 		t.Error("Fresh although the view changed since the last read")
 	}
@@ -113,14 +114,14 @@ func TestFallbackWhenObjectMissing(t *testing.T) {
 	if err := cs.Tracker().Add(padObject("5")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the merged view", func() bool { _, apis := c.ETags(); return apis == "apis-5" })
+	poll.Eventually(t, "the merged view", func() bool { _, apis := c.ETags(); return apis == "apis-5" })
 	if _, _, err := c.ServerGroupsAndResources(); IsFallback(err) {
 		t.Fatalf("still falling back: %v", err)
 	}
 	if err := cs.Tracker().Delete(gvr, "", v1alpha1.PeerAggregatedDiscoveryName); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the fallback", func() bool {
+	poll.Eventually(t, "the fallback", func() bool {
 		return !c.Complete() && func() bool { _, err := c.ServerGroups(); return IsFallback(err) }()
 	})
 	if _, err := c.ServerGroups(); !errors.Is(err, ErrObjectMissing) {
@@ -162,7 +163,7 @@ func TestFallbackWhenUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	fail.Store(false)
-	eventually(t, "recovery", func() bool { _, apis := c.ETags(); return apis == "apis-7" })
+	poll.Eventually(t, "recovery", func() bool { _, apis := c.ETags(); return apis == "apis-7" })
 	if _, err := c.ServerGroups(); err != nil {
 		t.Errorf("after recovery: %v", err)
 	}
@@ -188,7 +189,7 @@ func TestStopFallsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	eventually(t, "fallback after stop", func() bool { _, err := c.ServerGroups(); return errors.Is(err, ErrNotStarted) })
+	poll.Eventually(t, "fallback after stop", func() bool { _, err := c.ServerGroups(); return errors.Is(err, ErrNotStarted) })
 }
 
 func TestDeferredDiscoveryRESTMapper(t *testing.T) {
@@ -221,7 +222,7 @@ func TestFallbackMapperSeesMergedViewLater(t *testing.T) {
 	if err := cs.Tracker().Add(padObject("3")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the merged view", func() bool { return c.Complete() || func() bool { _, a := c.ETags(); return a != "" }() })
+	poll.Eventually(t, "the merged view", func() bool { return c.Complete() || func() bool { _, a := c.ETags(); return a != "" }() })
 	// Fresh is false (the view changed), so the mapper resets on the miss.
 	if _, err := m.RESTMapping(schema.GroupKind{Group: "example.com", Kind: "Gadget"}); err != nil {
 		t.Fatalf("after the merged view arrived: %v", err)

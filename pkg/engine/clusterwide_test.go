@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 func TestEngineCRDClusterWide(t *testing.T) {
@@ -121,7 +122,7 @@ func TestEngineCRDDeletedDuringScrape(t *testing.T) {
 		rt := routeOf(v, "crontabs.v2.stable.example.com")
 		return rt != nil && rt.Status.ClusterWide
 	})
-	eventually(t, "a's scrape, started for the new CRD, in flight", func() bool {
+	poll.Eventually(t, "a's scrape, started for the new CRD, in flight", func() bool {
 		select {
 		case <-started:
 			return true

@@ -18,7 +18,6 @@ import (
 	"fmt"
 	"os"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apiextensionsinformers "k8s.io/apiextensions-apiserver/pkg/client/informers/externalversions"
@@ -27,11 +26,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/record"
 	aggregatorclient "k8s.io/kube-aggregator/pkg/client/clientset_generated/clientset"
 	aggregatorinformers "k8s.io/kube-aggregator/pkg/client/informers/externalversions"
 	"k8s.io/utils/clock"
@@ -153,12 +149,6 @@ func (c CompletedConfig) New() (*Engine, error) {
 		}); err != nil {
 			return nil, err
 		}
-	}
-	if clients.Kube != nil {
-		e.broadcaster = record.NewBroadcaster()
-		e.broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: clients.Kube.CoreV1().Events("")})
-		host, _ := os.Hostname()
-		e.recorder = e.broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "peerdiscovery-apiserver", Host: host})
 	}
 	return e, nil
 }

@@ -53,10 +53,9 @@ type Engine struct {
 	clock     clock.WithTicker
 	scrape    ScrapeFunc
 	publisher Publisher
-	recorder  record.EventRecorder
-	// broadcaster sends the recorder's events to the API; Run shuts it down.
-	broadcaster record.EventBroadcaster
-	clients     Clients
+	// recorder is set by Run (startRecording), or by a test before it.
+	recorder record.EventRecorder
+	clients  Clients
 
 	leases     cache.SharedIndexInformer
 	slices     cache.SharedIndexInformer
@@ -122,9 +121,7 @@ func (e *Engine) poke() {
 func (e *Engine) Run(ctx context.Context) error {
 	logger := klog.FromContext(ctx).WithName("peer-engine")
 	ctx = klog.NewContext(ctx, logger)
-	if e.broadcaster != nil {
-		defer e.broadcaster.Shutdown()
-	}
+	defer e.startRecording()()
 	for _, inf := range []cache.SharedIndexInformer{e.leases, e.slices, e.crds, e.apiservice} {
 		go inf.RunWithContext(ctx)
 	}

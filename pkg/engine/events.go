@@ -15,7 +15,12 @@
 package engine
 
 import (
+	"os"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
@@ -30,6 +35,20 @@ func (e *Engine) SetEventGate(emit func() bool) {
 		return
 	}
 	e.eventGate.Store(&emit)
+}
+
+// startRecording sends Events to the API until stop is called. Run calls
+// it, so an engine that is built but never run holds no goroutine. A
+// recorder set before (tests) is kept; without a Kube client there is none.
+func (e *Engine) startRecording() (stop func()) {
+	if e.recorder != nil || e.clients.Kube == nil {
+		return func() {}
+	}
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: e.clients.Kube.CoreV1().Events("")})
+	host, _ := os.Hostname()
+	e.recorder = b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "peerdiscovery-apiserver", Host: host})
+	return b.Shutdown
 }
 
 func (e *Engine) event(p *peerState, typ, reason, format string, args ...interface{}) {

@@ -34,9 +34,10 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
-// testPeerUID stands for the store's UIDs (ViewStore.PeerUID, tested
+// testPeerUID stands for the store's UIDs (registry.PeerUID, tested
 // against the stored objects in the registry).
 func testPeerUID(name string) types.UID { return types.UID("uid-of-" + name) }
 
@@ -49,12 +50,12 @@ func TestEngineEventReferencesTheObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.broadcaster.Shutdown()
+	defer e.startRecording()()
 	p := &peerState{Peer: compute.Peer{ServerID: epA}} // an address: the name differs from the ID
 	e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined", epA)
 
 	var ev corev1.Event
-	eventually(t, "the event written", func() bool {
+	poll.Eventually(t, "the event written", func() bool {
 		list, err := kube.CoreV1().Events(metav1.NamespaceAll).List(ctx(), metav1.ListOptions{})
 		if err != nil || len(list.Items) == 0 {
 			return false

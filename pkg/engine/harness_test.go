@@ -38,6 +38,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 // waitTimeout bounds every wait for the engine: generous, since the
@@ -308,13 +309,7 @@ func (h *harness) start() {
 	go func() { h.done <- h.eng.Run(ctx) }()
 	h.t.Cleanup(h.stop)
 	// The ticker exists once the informers synced; ticks need it.
-	deadline := time.Now().Add(waitTimeout)
-	for !h.clk.HasWaiters() {
-		if time.Now().After(deadline) {
-			h.t.Fatal("the engine never started its refresh ticker")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Eventually(h.t, "the engine's refresh ticker", h.clk.HasWaiters)
 }
 
 func (h *harness) stop() {
@@ -352,7 +347,7 @@ func (h *harness) setTimeWithLeaseTraffic(at time.Time) {
 	} else if err != nil {
 		h.t.Fatal(err)
 	}
-	eventually(h.t, "the engine heard its Lease watch", func() bool { return h.eng.leaseHeard.Load() == at.UnixNano() })
+	poll.Eventually(h.t, "the engine heard its Lease watch", func() bool { return h.eng.leaseHeard.Load() == at.UnixNano() })
 }
 
 // tick moves the fake clock one refresh interval on, which fires a refresh.
@@ -371,29 +366,14 @@ func (h *harness) refresh(endpoint string) {
 // waitCalls waits until endpoint was scraped at least n times.
 func (h *harness) waitCalls(endpoint string, n int) []scrapeCall {
 	h.t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		calls := h.scraper.callsTo(endpoint)
-		if len(calls) >= n {
-			return calls
+	var calls []scrapeCall
+	poll.Until(h.t, 5*time.Millisecond, waitTimeout, fmt.Sprintf("%d scrapes of %s", n, endpoint), func() error {
+		if calls = h.scraper.callsTo(endpoint); len(calls) < n {
+			return fmt.Errorf("scraped %d times", len(calls))
 		}
-		if time.Now().After(deadline) {
-			h.t.Fatalf("%s scraped %d times, waited for %d", endpoint, len(calls), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-// eventually polls cond until it holds.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return nil
+	})
+	return calls
 }
 
 // drainEvents moves the recorded events into h.events and returns them.

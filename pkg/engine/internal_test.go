@@ -17,10 +17,13 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 )
@@ -96,5 +99,21 @@ func TestNewBuildsScraper(t *testing.T) {
 	}
 	if _, err := newEngine(Config{Options: opts, Publisher: newRecordingPublisher(), RESTConfig: &rest.Config{}}); err == nil {
 		t.Error("Complete without any peer CA succeeded")
+	}
+}
+
+// An engine that is built but never run (the server's New failed after
+// it, or it never started) holds no goroutine: the Event broadcaster is
+// started by Run.
+func TestNewStartsNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	for range 5 {
+		if _, err := newEngine(Config{Options: testOptions(), Clients: Clients{Kube: fake.NewClientset()}, Publisher: newRecordingPublisher(), Scrape: newFakeScraper().Scrape}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond) // a goroutine started by New would be running by now
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before building five engines, %d after", before, after)
 	}
 }

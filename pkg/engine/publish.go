@@ -15,10 +15,12 @@
 package engine
 
 import (
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 )
 
@@ -58,12 +60,17 @@ func (e *Engine) publish() error {
 	if err != nil {
 		return err
 	}
+	routable := make(map[string]bool, len(in.Peers))
+	for _, p := range in.Peers {
+		routable[p.ServerID] = v1alpha1.PeerReady(p.Ready, p.Left)
+	}
 	notAll, unavailable := 0, 0
 	for i := range out.Routes {
-		if !out.Routes[i].Status.ServedByAll {
+		st := &out.Routes[i].Status
+		if !st.ServedByAll {
 			notAll++
 		}
-		if out.Routes[i].Status.ReadyPeers == 0 {
+		if !slices.ContainsFunc(st.Peers, func(p v1alpha1.RoutingPeer) bool { return routable[p.ServerID] }) {
 			unavailable++
 		}
 	}

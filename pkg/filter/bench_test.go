@@ -158,10 +158,11 @@ func newBenchSetup(b testing.TB, next http.Handler) *benchSetup {
 	f := newBenchFilter(b, pki)
 	ours := f.WrapHandler(next, &genericapiserver.Config{APIServerID: selfID, Serializer: testSerializer})
 	f.local.doc.Store(&localDoc{gvrs: map[schema.GroupVersionResource]struct{}{podsGVR: {}, {Group: "apps", Version: "v1", Resource: "deployments"}: {}}})
-	f.state.current.Store(routing.NewTable([]*v1alpha1.PeerRoutingTable{
+	tables := []*v1alpha1.PeerRoutingTable{
 		route(podsGVR, readyPeer(selfID, "127.0.0.1:6443"), readyPeer(benchPeerID, peerEndpoint)),
 		route(widgetsGVR, readyPeer(benchPeerID, peerEndpoint)),
-	}, nil))
+	}
+	f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
 	f.state.isSynced.Store(true)
 
 	// Upstream's, fed through its exported API.

@@ -109,7 +109,7 @@ func newLegacyBench(b testing.TB) *legacyBench {
 			}
 		}
 	}
-	f.state.current.Store(routing.NewTable(tables, nil))
+	f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
 	f.state.merged.Store(&v1alpha1.PeerAggregatedDiscovery{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName, ResourceVersion: "1"},
 		Status: v1alpha1.PeerAggregatedDiscoveryStatus{

@@ -82,7 +82,7 @@ func legacyEnv(t *testing.T) (*env, *testPeer) {
 		route(csrGVR, readyPeer(selfID, "self:1"), readyPeer("p1", ep)),
 		route(ctbGVR, readyPeer("p1", ep)),
 		route(svmGVR, readyPeer("p1", ep)),
-		route(gonGVR, v1alpha1.RoutingPeer{ServerID: "gone", Endpoint: "gone:1", Ready: true, Left: true}),
+		route(gonGVR, v1alpha1.RoutingPeer{ServerID: "gone", Endpoint: "gone:1", Left: true}),
 	)
 	e.setLocalDiscovery(
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},

@@ -40,11 +40,11 @@ func TestHandlerDecisions(t *testing.T) {
 		route(widgetsGVR, readyPeer(selfID, "self:1"), readyPeer("b", ep)),
 		route(crdGVR, readyPeer("b", ep)),
 		route(schemaGVR("example.com", "v1", "selfish"), readyPeer(selfID, "self:1")),
-		route(schemaGVR("example.com", "v1", "sleepy"), v1alpha1.RoutingPeer{ServerID: "b", Endpoint: ep}),
-		route(schemaGVR("example.com", "v1", "departed"), v1alpha1.RoutingPeer{ServerID: "b", Endpoint: ep, Ready: true, Left: true}),
+		route(schemaGVR("example.com", "v1", "sleepy"), v1alpha1.RoutingPeer{ServerID: "c", Endpoint: ep}),
+		route(schemaGVR("example.com", "v1", "departed"), v1alpha1.RoutingPeer{ServerID: "d", Endpoint: ep, Left: true}),
 	}
 	tables[2].Status.ClusterWide, tables[2].Status.ClusterWideSource = true, "CustomResourceDefinition"
-	e.setRoutes(tables...)
+	e.f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables, "c")))
 
 	const (
 		local = iota

@@ -21,6 +21,7 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -226,9 +227,39 @@ func (e *env) setLocal(gvrs ...schema.GroupVersionResource) {
 	e.f.local.doc.Store(d)
 }
 
-// setRoutes replaces the routing table.
+// setRoutes replaces the routing table; every server it lists is ready.
 func (e *env) setRoutes(tables ...*v1alpha1.PeerRoutingTable) {
-	e.f.state.current.Store(routing.NewTable(tables, nil))
+	e.f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
+}
+
+// apiServerPeers are the APIServerPeers of every server the tables list,
+// which carry readiness: ready but those in notReady, left where a table
+// lists the server as left.
+func apiServerPeers(tables []*v1alpha1.PeerRoutingTable, notReady ...string) []*v1alpha1.APIServerPeer {
+	byID := map[string]*v1alpha1.APIServerPeer{}
+	var out []*v1alpha1.APIServerPeer
+	for _, t := range tables {
+		for _, rp := range t.Status.Peers {
+			p := byID[rp.ServerID]
+			if p == nil {
+				status := metav1.ConditionTrue
+				if slices.Contains(notReady, rp.ServerID) {
+					status = metav1.ConditionFalse
+				}
+				p = &v1alpha1.APIServerPeer{
+					ObjectMeta: metav1.ObjectMeta{Name: rp.ServerID},
+					Spec:       v1alpha1.APIServerPeerSpec{ServerID: rp.ServerID, Endpoint: rp.Endpoint},
+					Status:     v1alpha1.APIServerPeerStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status}}},
+				}
+				byID[rp.ServerID] = p
+				out = append(out, p)
+			}
+			if rp.Left {
+				p.Status.LeftTime = &metav1.Time{}
+			}
+		}
+	}
+	return out
 }
 
 // route is the routing table of one GVR.
@@ -241,8 +272,9 @@ func route(g schema.GroupVersionResource, peers ...v1alpha1.RoutingPeer) *v1alph
 	return t
 }
 
+// readyPeer lists a server in a routing table; setRoutes makes it ready.
 func readyPeer(id, endpoint string) v1alpha1.RoutingPeer {
-	return v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpoint, Ready: true}
+	return v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpoint}
 }
 
 // order returns ids in the order the filter tries them.
@@ -251,7 +283,8 @@ func order(ids ...string) []string {
 	for _, id := range ids {
 		peers = append(peers, readyPeer(id, id+":1"))
 	}
-	res := routing.Decide(routing.NewTable([]*v1alpha1.PeerRoutingTable{route(widgetsGVR, peers...)}, nil),
+	tables := []*v1alpha1.PeerRoutingTable{route(widgetsGVR, peers...)}
+	res := routing.Decide(routing.NewTable(tables, apiServerPeers(tables)),
 		routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, selfID, nil)
 	var out []string
 	for _, c := range res.Candidates {

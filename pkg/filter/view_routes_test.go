@@ -89,7 +89,8 @@ func TestRoutingStateFollowsTheInformers(t *testing.T) {
 	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
 	eventually(t, "b not ready", func() bool { return decideWidgets(s).Decision == v1alpha1.RouteUnavailable })
 
-	// A new peer serving widgets appears in the routing table.
+	// A new peer serving widgets appears, ready, in the routing table.
+	lws["apiserverpeers"].w.Add(peerWithReady("c", "10.0.0.3:6443", metav1.ConditionTrue, "3"))
 	rt2 := route(widgetsGVR, readyPeer("b", "10.0.0.2:6443"), readyPeer("c", "10.0.0.3:6443"))
 	rt2.ResourceVersion = "3"
 	lws["peerroutingtables"].w.Modify(rt2)

@@ -92,18 +92,20 @@ func gvk2(kind string) *metav1.GroupVersionKind {
 }
 
 func TestResourceEqualCoversEveryField(t *testing.T) {
-	// equal.go lists fields by hand; a new field in a k8s.io/api bump must be
-	// added there too.
+	// equal.go and copy.go list fields by hand; a new field in a k8s.io/api
+	// bump must be added there too.
 	for _, c := range []struct {
 		typ  any
 		want int
 	}{
+		{apidiscoveryv2.APIGroupDiscovery{}, 3},
+		{apidiscoveryv2.APIVersionDiscovery{}, 3},
 		{apidiscoveryv2.APIResourceDiscovery{}, 8},
 		{apidiscoveryv2.APISubresourceDiscovery{}, 4},
 		{metav1.GroupVersionKind{}, 3},
 	} {
 		if n := reflect.TypeOf(c.typ).NumField(); n != c.want {
-			t.Errorf("%T has %d fields, equal.go handles %d", c.typ, n, c.want)
+			t.Errorf("%T has %d fields, equal.go and copy.go handle %d", c.typ, n, c.want)
 		}
 	}
 }

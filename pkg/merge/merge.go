@@ -181,17 +181,3 @@ func (m *merger) filterVersions(g *apidiscoveryv2.APIGroupDiscovery) (versions [
 	}
 	return out, len(out) > 0
 }
-
-// build copies the merged groups out in the given order, with the generated
-// DeepCopy: the accumulated groups alias the inputs, and the caller gets a
-// value it owns. DeepCopy keeps nil and empty slices distinct, which the ETag
-// (JSON "null" vs "[]") and reflect.DeepEqual both see.
-func (m *merger) build(order []string) []apidiscoveryv2.APIGroupDiscovery {
-	out := make([]apidiscoveryv2.APIGroupDiscovery, len(order))
-	for i, name := range order {
-		acc := &m.accs[m.index[name]]
-		merged := apidiscoveryv2.APIGroupDiscovery{TypeMeta: acc.src.TypeMeta, ObjectMeta: acc.src.ObjectMeta, Versions: acc.versions}
-		merged.DeepCopyInto(&out[i])
-	}
-	return out
-}

@@ -15,8 +15,9 @@
 // Package peerlease owns the format of the Leases peers are learned from:
 // the registration Lease the filter publishes on every kube-apiserver that
 // carries it, and upstream's kube-apiserver identity Lease. The engine reads
-// both; the filter writes the registration Lease. It must compile against
-// k8s.io/* v0.36 and v0.37.
+// both; the filter writes the registration Lease. The filter imports it, so
+// it must compile against the k8s.io libraries of every supported release
+// (hack/verify-filter-builds.sh).
 package peerlease
 
 import (

@@ -17,8 +17,6 @@ package routing
 import (
 	"fmt"
 	"testing"
-
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
 
 func TestWhatIfDrained(t *testing.T) {
@@ -27,13 +25,13 @@ func TestWhatIfDrained(t *testing.T) {
 	bOnly := gvr("example.com", "v1", "widgets")
 	alreadyDown := gvr("example.com", "v1", "gadgets")
 	cw := gvr("apiextensions.example", "v1", "things")
-	table := NewTable([]*v1alpha1.PeerRoutingTable{
+	table := newTable(
 		rt(all, withPeers(ready("a"), ready("b"), ready("c")), servedByAll),
 		rt(newOnly, withPeers(ready("b"), ready("c"))),
 		rt(bOnly, withPeers(ready("b"))),
-		rt(alreadyDown, withPeers(notReady("b"))),
+		rt(alreadyDown, withPeers(notReady("d"))),
 		rt(cw, withPeers(ready("b")), clusterWide("CustomResourceDefinition")),
-	}, nil)
+	)
 	servers := []string{"a", "b", "c"}
 	for _, tc := range []struct {
 		drained     []string
@@ -68,7 +66,7 @@ func TestWhatIfDrained(t *testing.T) {
 // other server is already a tombstone is not made unavailable by a drain.
 func TestWhatIfDrainedTombstones(t *testing.T) {
 	g := gvr("example.com", "v1", "widgets")
-	table := NewTable([]*v1alpha1.PeerRoutingTable{rt(g, withPeers(left("a"), ready("b")))}, nil)
+	table := newTable(rt(g, withPeers(left("a"), ready("b"))))
 	d := WhatIfDrained(table, []string{"a", "b", "c"}, "b")
 	if got := fmt.Sprint(flat(d.Unavailable)); got != "[example.com/v1, Resource=widgets map[c:]]" {
 		t.Errorf("unavailable: %s", got)
@@ -77,7 +75,7 @@ func TestWhatIfDrainedTombstones(t *testing.T) {
 
 func TestWithoutLeavesTableUnchanged(t *testing.T) {
 	g := gvr("example.com", "v1", "widgets")
-	table := NewTable([]*v1alpha1.PeerRoutingTable{rt(g, withPeers(ready("a"), ready("b")))}, nil)
+	table := newTable(rt(g, withPeers(ready("a"), ready("b"))))
 	after := table.Without("a")
 	if p := table.Lookup(g).Peers[0]; !p.Ready || p.Left {
 		t.Fatalf("original changed: %+v", p)

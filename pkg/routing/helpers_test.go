@@ -15,7 +15,9 @@
 package routing
 
 import (
+	"fmt"
 	"hash/fnv"
+	"reflect"
 	"sort"
 	"time"
 
@@ -40,8 +42,38 @@ func clusterWide(source string) routeOpt {
 	}
 }
 
-func withPeers(peers ...v1alpha1.RoutingPeer) routeOpt {
-	return func(t *v1alpha1.PeerRoutingTable) { t.Status.Peers = append(t.Status.Peers, peers...) }
+// testPeer is a server as a test lists it in a routing table, with its own
+// state: readiness and departure are on each server's APIServerPeer, not in
+// routing tables, and newTable makes those objects.
+type testPeer struct {
+	v1alpha1.RoutingPeer
+	ready metav1.ConditionStatus
+}
+
+func ready(id string) testPeer {
+	return testPeer{v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id)}, metav1.ConditionTrue}
+}
+
+func notReady(id string) testPeer {
+	return testPeer{v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id)}, metav1.ConditionFalse}
+}
+
+// left is a tombstoned server; its Ready condition may still be true.
+func left(id string) testPeer {
+	return testPeer{v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id), Left: true}, metav1.ConditionTrue}
+}
+
+// stateAnnotation carries a listed server's Ready status on the test's
+// table, so a table stays one expression; newTable reads it.
+const stateAnnotation = "test.peerdiscovery.k8s.io/ready-"
+
+func withPeers(peers ...testPeer) routeOpt {
+	return func(t *v1alpha1.PeerRoutingTable) {
+		for _, p := range peers {
+			t.Status.Peers = append(t.Status.Peers, p.RoutingPeer)
+			metav1.SetMetaDataAnnotation(&t.ObjectMeta, stateAnnotation+p.ServerID, string(p.ready))
+		}
+	}
 }
 
 // rt builds the PeerRoutingTable of one GVR.
@@ -53,25 +85,29 @@ func rt(g schema.GroupVersionResource, opts ...routeOpt) *v1alpha1.PeerRoutingTa
 	for _, o := range opts {
 		o(t)
 	}
-	for _, p := range t.Status.Peers {
-		if p.Ready && !p.Left {
-			t.Status.ReadyPeers++
-		}
-	}
 	return t
 }
 
-func ready(id string) v1alpha1.RoutingPeer {
-	return v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id), Ready: true}
-}
-
-func notReady(id string) v1alpha1.RoutingPeer {
-	return v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id)}
-}
-
-// left is a tombstoned peer; the table may still say it was ready.
-func left(id string) v1alpha1.RoutingPeer {
-	return v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id), Ready: true, Left: true}
+// newTable is NewTable with the APIServerPeer of every server the tables
+// list, in the state the test listed it with. A server has one state: a
+// test that lists one two ways panics.
+func newTable(tables ...*v1alpha1.PeerRoutingTable) *Table {
+	byID := map[string]*v1alpha1.APIServerPeer{}
+	var peers []*v1alpha1.APIServerPeer
+	for _, t := range tables {
+		for _, rp := range t.Status.Peers {
+			p := peerObject(rp.ServerID, rp.Endpoint, metav1.ConditionStatus(t.Annotations[stateAnnotation+rp.ServerID]), rp.Left)
+			if known := byID[rp.ServerID]; known != nil {
+				if !reflect.DeepEqual(known.Status, p.Status) {
+					panic(fmt.Sprintf("test lists server %s in two states: %+v and %+v", rp.ServerID, known.Status, p.Status))
+				}
+				continue
+			}
+			byID[rp.ServerID] = p
+			peers = append(peers, p)
+		}
+	}
+	return NewTable(tables, peers)
 }
 
 func endpointOf(id string) string { return id + ".example:6443" }
@@ -125,7 +161,7 @@ func ids(peers []Peer) []string {
 	return out
 }
 
-func reviewIDs(peers []v1alpha1.RoutingPeer) []string {
+func reviewIDs(peers []v1alpha1.RouteCandidate) []string {
 	var out []string
 	for _, p := range peers {
 		out = append(out, p.ServerID)

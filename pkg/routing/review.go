@@ -123,7 +123,7 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerP
 		status.Target, status.TargetEndpoint = candidates[0].ID, candidates[0].Endpoint
 	}
 	for _, p := range candidates {
-		status.Candidates = append(status.Candidates, v1alpha1.RoutingPeer{ServerID: p.ID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
+		status.Candidates = append(status.Candidates, v1alpha1.RouteCandidate{ServerID: p.ID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
 	}
 	status.Assumptions = assumptions(req, res, spec, source)
 	return status, nil

@@ -65,12 +65,12 @@ func TestReviewSourcePeer(t *testing.T) {
 		target: "a", endpoint: endpointOf("a"), candidates: []string{"a"},
 	}, {
 		name: "source left, the other listed peer left too: 503, the source is no candidate",
-		path: "/apis/example.com/v1/departed", source: "a", want: v1alpha1.RouteUnavailable,
-		candidates: []string{"b"}, reason: "none is ready",
+		path: "/apis/example.com/v1/departed", source: "e", want: v1alpha1.RouteUnavailable,
+		candidates: []string{"f"}, reason: "none is ready",
 	}, {
 		name: "only tombstoned peers: 503",
 		path: "/apis/example.com/v1/departed", source: "z", want: v1alpha1.RouteUnavailable,
-		candidates: expectedOrder("z", []string{"a", "b"}), reason: "served by a, b but none is ready",
+		candidates: expectedOrder("z", []string{"e", "f"}), reason: "served by e, f but none is ready",
 	}, {
 		name: "cluster-wide: local",
 		path: "/apis/crd.example.com/v1/things", source: "z", want: v1alpha1.RouteLocal,
@@ -116,15 +116,16 @@ func TestReviewCandidatesInOrderTried(t *testing.T) {
 	}
 }
 
-// TestReviewCandidatesCarryState: the review shows each candidate's state.
+// TestReviewCandidatesCarryState: the review shows each candidate's state,
+// as its APIServerPeer has it: a server that left is never ready.
 func TestReviewCandidatesCarryState(t *testing.T) {
 	st := review(t, reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: "/apis/example.com/v1/departed", SourcePeer: "z"})
-	byID := map[string]v1alpha1.RoutingPeer{
-		"a": {ServerID: "a", Endpoint: endpointOf("a"), Ready: true, Left: true},
-		"b": {ServerID: "b", Endpoint: endpointOf("b"), Ready: true, Left: true},
+	byID := map[string]v1alpha1.RouteCandidate{
+		"e": {ServerID: "e", Endpoint: endpointOf("e"), Left: true},
+		"f": {ServerID: "f", Endpoint: endpointOf("f"), Left: true},
 	}
-	var want []v1alpha1.RoutingPeer
-	for _, id := range expectedOrder("z", []string{"a", "b"}) {
+	var want []v1alpha1.RouteCandidate
+	for _, id := range expectedOrder("z", []string{"e", "f"}) {
 		want = append(want, byID[id])
 	}
 	if !reflect.DeepEqual(st.Candidates, want) {

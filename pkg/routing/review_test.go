@@ -34,19 +34,19 @@ var (
 	sleepy      = gvr("example.com", "v1", "sleepy")
 )
 
-// reviewTable: pods and namespaces are served by every peer; deployments
-// by a and b; widgets by a (ready), c (not ready) and d (left); sleepy by
-// p1..p6, none ready.
+// reviewTable: pods and namespaces are served by a, b and c (not ready);
+// deployments by a and b; widgets by a, c and d (left); departed by e and
+// f, both left; sleepy by p1..p6, none ready.
 func reviewTable() *Table {
-	return NewTable([]*v1alpha1.PeerRoutingTable{
-		rt(pods, servedByAll, withPeers(ready("a"), ready("b"), ready("c"))),
-		rt(namespaces, servedByAll, withPeers(ready("a"), ready("b"), ready("c"))),
+	return newTable(
+		rt(pods, servedByAll, withPeers(ready("a"), ready("b"), notReady("c"))),
+		rt(namespaces, servedByAll, withPeers(ready("a"), ready("b"), notReady("c"))),
 		rt(deployments, withPeers(ready("a"), ready("b"))),
 		rt(widgets, withPeers(ready("a"), notReady("c"), left("d"))),
 		rt(crds, clusterWide("CustomResourceDefinition"), withPeers(ready("a"))),
-		rt(onlyLeft, withPeers(left("a"), left("b"))),
+		rt(onlyLeft, withPeers(left("e"), left("f"))),
 		rt(sleepy, withPeers(notReady("p1"), notReady("p2"), notReady("p3"), notReady("p4"), notReady("p5"), notReady("p6"))),
-	}, nil)
+	)
 }
 
 var lastSync = metav1.NewTime(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))

@@ -15,7 +15,8 @@
 // Package routing is the one routing decision shared by the filter inside
 // every kube-apiserver and by RouteReview, so the review cannot drift from
 // what really happens. It is pure: routing tables and a request in, a
-// decision out. It must compile against k8s.io/* v0.36 and v0.37.
+// decision out. The filter imports it, so it must compile against the
+// k8s.io libraries of every supported release (hack/verify-filter-builds.sh).
 package routing
 
 import (
@@ -60,10 +61,11 @@ type Table struct {
 	peers map[string]Peer
 }
 
-// NewTable builds a table from PeerRoutingTable objects. When peers are
-// given, each peer's own object decides its readiness and endpoint: a peer
-// going not-ready changes one APIServerPeer, and the filter must not wait
-// for every routing table naming it to be rewritten.
+// NewTable builds a table from PeerRoutingTable objects and the
+// APIServerPeers: each peer's own object decides its readiness and
+// endpoint (routing tables do not carry readiness), so a peer going
+// not-ready changes one object. A peer a table names without an
+// APIServerPeer is not ready.
 func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPeer) *Table {
 	byID := make(map[string]Peer, len(peers))
 	for _, p := range peers {
@@ -84,7 +86,8 @@ func NewTable(tables []*v1alpha1.PeerRoutingTable, peers []*v1alpha1.APIServerPe
 				r.Peers = append(r.Peers, known)
 				continue
 			}
-			r.Peers = append(r.Peers, Peer{ID: p.ServerID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
+			// No APIServerPeer (yet): not a proxy target.
+			r.Peers = append(r.Peers, Peer{ID: p.ServerID, Endpoint: p.Endpoint, Left: p.Left})
 		}
 		t.routes[gvr] = r
 		t.byGV[gvr.GroupVersion()] = append(t.byGV[gvr.GroupVersion()], r)

@@ -44,19 +44,19 @@ var (
 
 // testTable has one route for every branch of Decide.
 func testTable() *Table {
-	return NewTable([]*v1alpha1.PeerRoutingTable{
+	return newTable(
 		rt(pods, servedByAll, withPeers(ready(self), ready("a"), ready("b"))),
 		// widgets: self listed (it does not serve it now), one ready peer,
 		// one not ready, one left.
 		rt(widgets, withPeers(ready(self), ready("b"), notReady("c"), left("d"))),
-		rt(gadgets, withPeers(ready("a"), ready("b"), ready("c"), ready("e"), notReady("f"), left("g"))),
+		rt(gadgets, withPeers(ready("a"), ready("b"), ready("h"), ready("e"), notReady("f"), left("g"))),
 		rt(crds, clusterWide("CustomResourceDefinition"), withPeers(ready("a"))),
 		rt(aggr, clusterWide("APIService")),
 		rt(onlySelf, withPeers(ready(self))),
-		rt(noneReady, withPeers(ready(self), notReady("a"), notReady("b"), left("c"))),
-		rt(onlyLeft, withPeers(left("a"), left("b"))),
+		rt(noneReady, withPeers(ready(self), notReady("i"), notReady("j"), left("k"))),
+		rt(onlyLeft, withPeers(left("l"), left("m"))),
 		rt(noPeers),
-	}, nil)
+	)
 }
 
 func TestDecide(t *testing.T) {
@@ -121,23 +121,23 @@ func TestDecide(t *testing.T) {
 		req:        Request{IsResourceRequest: true, GVR: gadgets},
 		want:       v1alpha1.RouteProxy,
 		why:        whyProxy,
-		candidates: expectedOrder(self, []string{"a", "b", "c", "e"}),
+		candidates: expectedOrder(self, []string{"a", "b", "h", "e"}),
 		hasRoute:   true,
-		reason:     []string{"ready peers, in order: " + strings.Join(expectedOrder(self, []string{"a", "b", "c", "e"}), ", ")},
+		reason:     []string{"ready peers, in order: " + strings.Join(expectedOrder(self, []string{"a", "b", "h", "e"}), ", ")},
 	}, {
 		name:     "peers known but none ready",
 		req:      Request{IsResourceRequest: true, GVR: noneReady},
 		want:     v1alpha1.RouteUnavailable,
 		why:      whyNoneReady,
 		hasRoute: true,
-		reason:   []string{"served by a, b, c but none is ready"},
+		reason:   []string{"served by i, j, k but none is ready"},
 	}, {
 		name:     "only left (tombstoned) peers",
 		req:      Request{IsResourceRequest: true, GVR: onlyLeft},
 		want:     v1alpha1.RouteUnavailable,
 		why:      whyNoneReady,
 		hasRoute: true,
-		reason:   []string{"served by a, b but none is ready"},
+		reason:   []string{"served by l, m but none is ready"},
 	}, {
 		name:     "only this server listed",
 		req:      Request{IsResourceRequest: true, GVR: onlySelf},
@@ -233,11 +233,11 @@ func TestCandidateOrder(t *testing.T) {
 		peers = append(peers, fmt.Sprintf("apiserver-%c", 'a'+i))
 	}
 	table := func(order []string) *Table {
-		var rps []v1alpha1.RoutingPeer
+		var rps []testPeer
 		for _, id := range order {
 			rps = append(rps, ready(id))
 		}
-		return NewTable([]*v1alpha1.PeerRoutingTable{rt(widgets, withPeers(rps...))}, nil)
+		return newTable(rt(widgets, withPeers(rps...)))
 	}
 	req := Request{IsResourceRequest: true, GVR: widgets}
 	firsts := map[string]bool{}
@@ -277,18 +277,26 @@ func TestCandidateOrder(t *testing.T) {
 	}
 }
 
-func TestNewTablePeerOverrides(t *testing.T) {
+// TestNewTableReadinessFromPeers: routing tables name the servers; each
+// server's own APIServerPeer gives its readiness, departure and endpoint,
+// and a server with none is not a proxy target.
+func TestNewTableReadinessFromPeers(t *testing.T) {
+	list := func(ids ...string) routeOpt {
+		return func(t *v1alpha1.PeerRoutingTable) {
+			for _, id := range ids {
+				t.Status.Peers = append(t.Status.Peers, v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpointOf(id)})
+			}
+		}
+	}
 	tables := []*v1alpha1.PeerRoutingTable{
-		// The routing table still says a and b are ready, c not ready,
-		// d ready, e ready; the peers' own objects say otherwise.
-		rt(widgets, withPeers(ready("a"), ready("b"), notReady("c"), ready("d"), ready("e"))),
-		rt(gadgets, withPeers(ready("a"))),
-		rt(pods, withPeers(notReady("c"))),
+		rt(widgets, list("a", "b", "c", "d", "e")),
+		rt(gadgets, list("a")),
+		rt(pods, list("c")),
 	}
 	peers := []*v1alpha1.APIServerPeer{
-		peerObject("a", "10.0.0.1:6443", metav1.ConditionFalse, false), // went not-ready
+		peerObject("a", "10.0.0.1:6443", metav1.ConditionFalse, false), // not ready
 		peerObject("b", "10.0.0.2:6443", metav1.ConditionTrue, true),   // left
-		peerObject("c", "10.0.0.3:6443", metav1.ConditionTrue, false),  // became ready
+		peerObject("c", "10.0.0.3:6443", metav1.ConditionTrue, false),  // ready, at its own endpoint
 		peerObject("d", "10.0.0.4:6443", "", false),                    // no Ready condition yet
 		peerObject("z", "10.0.0.9:6443", metav1.ConditionTrue, false),  // serves nothing listed
 	}
@@ -299,21 +307,19 @@ func TestNewTablePeerOverrides(t *testing.T) {
 		{ID: "b", Endpoint: "10.0.0.2:6443", Left: true},
 		{ID: "c", Endpoint: "10.0.0.3:6443", Ready: true},
 		{ID: "d", Endpoint: "10.0.0.4:6443"},
-		// e has no APIServerPeer: the routing table's word stands.
-		{ID: "e", Endpoint: endpointOf("e"), Ready: true},
+		// e has no APIServerPeer (yet): listed, not ready.
+		{ID: "e", Endpoint: endpointOf("e")},
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("peers = %+v\nwant %+v", got, want)
 	}
 	res := Decide(table, Request{IsResourceRequest: true, GVR: widgets}, self, nil)
-	if w := expectedOrder(self, []string{"c", "e"}); res.Decision != v1alpha1.RouteProxy || !reflect.DeepEqual(ids(res.Candidates), w) {
-		t.Fatalf("widgets: %s %v, want Proxy %v", res.Decision, ids(res.Candidates), w)
+	if res.Decision != v1alpha1.RouteProxy || !reflect.DeepEqual(ids(res.Candidates), []string{"c"}) {
+		t.Fatalf("widgets: %s %v, want Proxy [c]", res.Decision, ids(res.Candidates))
 	}
-	// a's own object makes it not-ready although the table says ready.
 	if res := Decide(table, Request{IsResourceRequest: true, GVR: gadgets}, self, nil); res.Decision != v1alpha1.RouteUnavailable {
 		t.Fatalf("gadgets: %s (%s), want Unavailable", res.Decision, res.Reason())
 	}
-	// c's own object makes it ready although the table says not ready.
 	if res := Decide(table, Request{IsResourceRequest: true, GVR: pods}, self, nil); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].Endpoint != "10.0.0.3:6443" {
 		t.Fatalf("pods: %s %+v, want Proxy to c at its own endpoint", res.Decision, res.Candidates)
 	}

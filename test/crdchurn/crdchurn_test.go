@@ -229,7 +229,7 @@ func TestCRDChurn(t *testing.T) {
 		<-sampled
 	}()
 
-	before := relists(t)
+	before, began := relists(t), time.Now()
 	start := time.Now()
 	for b := 0; b < crds; b += batchSize {
 		for i := b; i < b+batchSize; i++ {
@@ -261,7 +261,12 @@ func TestCRDChurn(t *testing.T) {
 	rss.report(t)
 	after := relists(t)
 	t.Logf("filter relists after the first sync: %v during the run (sum over both kube-apiservers)", after-before)
-	if after != before {
-		t.Errorf("the filters relisted %v times during the churn, want 0", after-before)
+	// A filter's watch that client-go renews (every 5-10 minutes) on the
+	// other replica relists there (410: the replicas' resourceVersions are
+	// their own), so at most one relist per informer and 5 minutes; the
+	// churn itself (history, slow watchers) must add none.
+	renewals := len(cluster.Servers()) * 3 * int(time.Since(began)/(5*time.Minute)+1)
+	if after-before > float64(renewals) {
+		t.Errorf("the filters relisted %v times during the churn; watch renewals on the other replica explain at most %d", after-before, renewals)
 	}
 }

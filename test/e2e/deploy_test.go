@@ -98,11 +98,8 @@ var (
 	clusterWideGrants = []string{
 		"customresourcedefinitions.apiextensions.k8s.io [] [] [list watch]",
 		"apiservices.apiregistration.k8s.io [] [] [list watch]",
-		"apiservices.apiregistration.k8s.io [] [v1alpha1.peerdiscovery.k8s.io] [get]",
 		"tokenreviews.authentication.k8s.io [] [] [create]",
 		"subjectaccessreviews.authorization.k8s.io [] [] [create]",
-		// The leader's replication stream (a non-resource URL).
-		" [/internal/peerdiscovery/replication] [] [get]",
 	}
 	namespaceGrants = map[string][]string{
 		"kube-system": {
@@ -178,10 +175,10 @@ func testDeployRBAC(t *testing.T, kctx string) {
 		{[]string{"get", "/api"}, true},
 		{[]string{"get", "/apis"}, true},
 		{[]string{"get", "/version"}, true},
-		{[]string{"get", "/internal/peerdiscovery/replication"}, true},
+		{[]string{"get", "/internal/peerdiscovery/replication"}, false},
 		{[]string{"create", "leases.coordination.k8s.io", "-n", "peerdiscovery"}, true},
 		{[]string{"update", "leases.coordination.k8s.io/peerdiscovery-apiserver", "-n", "peerdiscovery"}, true},
-		{[]string{"get", "apiservices.apiregistration.k8s.io/v1alpha1.peerdiscovery.k8s.io"}, true},
+		{[]string{"get", "apiservices.apiregistration.k8s.io/v1alpha1.peerdiscovery.k8s.io"}, false},
 		// Nothing more.
 		{[]string{"get", "secrets", "-n", "kube-system"}, false},
 		{[]string{"get", "secrets", "-n", "peerdiscovery"}, false},

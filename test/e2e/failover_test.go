@@ -245,9 +245,9 @@ func TestFrozenCapableServer(t *testing.T) {
 	// What is frozen is the old server's peer: the other clients of the
 	// control plane (the peerdiscovery-apiserver replicas, the controller
 	// manager) reach the kube-apiservers through the load balancer, and one
-	// whose connection ends on the frozen server stalls with it (the
-	// leading replica loses its lease, and routes go unavailable while
-	// another takes over). A restart of the victim first moves those
+	// whose connection ends on the frozen server stalls with it (a
+	// replica's informers, and with them its view, until the HTTP/2 health
+	// check drops the connection). A restart of the victim first moves those
 	// connections to the other servers, as the kill of
 	// TestPostAtMostOnceWhileKilled did when the two ran in that order.
 	// The candidates' order is a hash of the identities: it stays.

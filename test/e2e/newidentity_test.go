@@ -94,8 +94,23 @@ func TestNewIdentitySameEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if prt.Status.TotalPeers != int32(len(cluster.Servers())) || prt.Status.ReadyPeers != 2 {
-		t.Fatalf("%s after the rename: %d ready of %d total, want 2 of %d", prt.Name, prt.Status.ReadyPeers, prt.Status.TotalPeers, len(cluster.Servers()))
+	// Readiness is on the APIServerPeers, not in the routing table.
+	peers, err := pd(t, old).PeerdiscoveryV1alpha1().APIServerPeers().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	isReady := map[string]bool{}
+	for i := range peers.Items {
+		isReady[peers.Items[i].Spec.ServerID] = planetest.Ready(&peers.Items[i])
+	}
+	ready := 0
+	for _, p := range prt.Status.Peers {
+		if isReady[p.ServerID] {
+			ready++
+		}
+	}
+	if prt.Status.TotalPeers != int32(len(cluster.Servers())) || ready != 2 {
+		t.Fatalf("%s after the rename: %d ready of %d total, want 2 of %d", prt.Name, ready, prt.Status.TotalPeers, len(cluster.Servers()))
 	}
 	t.Logf("%s replaced by %s at the same endpoint", oldID, newID)
 }

@@ -35,15 +35,19 @@ import (
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
-// Issue #13: the peerdiscovery-apiserver replicas agree, and survive
-// restarts, because everything that decides a route is in the API and one
-// elected replica publishes while the others replicate it.
+// The peerdiscovery-apiserver replicas compute independently from the API
+// alone and agree on what decides a route; each issues its own
+// resourceVersions, so a watch that moves to another replica gets 410 Gone
+// and the informer relists there.
 
 const replicasGroup = "replicas.e2e.peerdiscovery.test"
 
 // replicaState is what replica i serves at its own address (not through
-// the aggregator): every APIServerPeer and PeerRoutingTable, as JSON,
-// resourceVersions included.
+// the aggregator) that every replica must agree on: each PeerRoutingTable's
+// spec and status, and each APIServerPeer's spec, readiness and departure.
+// resourceVersions, creation times and generations are each store's own,
+// and the times of a replica's own reads (lastSyncTime, the Ready
+// condition's transition) are its own.
 func replicaState(t *testing.T, i int) (string, error) {
 	t.Helper()
 	var b strings.Builder
@@ -53,24 +57,46 @@ func replicaState(t *testing.T, i int) (string, error) {
 			return "", fmt.Errorf("replica %d %s: %d %s", i, res, code, body)
 		}
 		var l struct {
-			Items []json.RawMessage `json:"items"`
+			Items []struct {
+				Metadata struct {
+					Name string `json:"name"`
+				} `json:"metadata"`
+				Spec   json.RawMessage `json:"spec"`
+				Status struct {
+					Conditions []struct {
+						Type   string `json:"type"`
+						Status string `json:"status"`
+					} `json:"conditions,omitempty"`
+					LeftTime string `json:"leftTime,omitempty"`
+					// Routing tables' status, whole.
+					Peers             json.RawMessage `json:"peers,omitempty"`
+					TotalPeers        int             `json:"totalPeers,omitempty"`
+					ServedByAll       bool            `json:"servedByAll,omitempty"`
+					ClusterWide       bool            `json:"clusterWide,omitempty"`
+					ClusterWideSource string          `json:"clusterWideSource,omitempty"`
+				} `json:"status"`
+			} `json:"items"`
 		}
 		if err := json.Unmarshal(body, &l); err != nil {
 			return "", err
 		}
 		for _, it := range l.Items {
-			b.Write(it)
+			line, err := json.Marshal(it)
+			if err != nil {
+				return "", err
+			}
+			b.Write(line)
 			b.WriteByte('\n')
 		}
 	}
 	return b.String(), nil
 }
 
-// waitReplicasAgree waits until both replicas serve identical objects.
+// waitReplicasAgree waits until both replicas agree (replicaState).
 func waitReplicasAgree(t *testing.T) string {
 	t.Helper()
 	var state string
-	planetest.WaitFor(t, time.Minute, "both replicas serve identical APIServerPeers and PeerRoutingTables (resourceVersions included)", func() error {
+	planetest.WaitFor(t, time.Minute, "both replicas serve the same routing tables and peers", func() error {
 		a, err := replicaState(t, 0)
 		if err != nil {
 			return err
@@ -93,9 +119,11 @@ func newReplicasCRD(plural string) *apiextensionsv1.CustomResourceDefinition {
 	return planetest.CRD(replicasGroup, plural, kind, apiextensionsv1.ClusterScoped, map[string]string{"e2e": "replicas"})
 }
 
-// TestReplicasAgree: watches resumed alternately on each replica's own
-// address with the last resourceVersion seen continue without 410 while
-// routing tables change, and the replicas serve identical objects.
+// TestReplicasAgree: while routing tables change, a watch resumed on the
+// same replica continues, and one resumed on the other replica with the
+// first one's resourceVersion gets 410 Gone, never a wrong continuation;
+// relisted there, it continues. The replicas serve the same routing
+// tables.
 func TestReplicasAgree(t *testing.T) {
 	readyPlane(t)
 	waitReplicasAgree(t)
@@ -107,52 +135,75 @@ func TestReplicasAgree(t *testing.T) {
 	t.Cleanup(func() {
 		_ = ext.ApiextensionsV1().CustomResourceDefinitions().DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: "e2e=replicas"})
 	})
-	code, _, body := planetest.Get(t, cluster.ExtensionConfig(0), "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables")
-	if code != http.StatusOK {
-		t.Fatalf("list on replica 0: %d %s", code, body)
-	}
-	var list v1alpha1.PeerRoutingTableList
-	if err := json.Unmarshal(body, &list); err != nil {
-		t.Fatal(err)
-	}
-	rv := list.ResourceVersion
-	const resumes = 20
-	for i := 0; i < resumes; i++ {
-		replica := i % 2
-		w, err := planetest.Client(t, cluster.ExtensionConfig(replica)).PeerdiscoveryV1alpha1().PeerRoutingTables().Watch(ctx,
-			metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+	list := func(replica int) string {
+		l, err := planetest.Client(t, cluster.ExtensionConfig(replica)).PeerdiscoveryV1alpha1().PeerRoutingTables().List(ctx, metav1.ListOptions{})
 		if err != nil {
-			t.Fatalf("resume %d on replica %d from %s: %v (410 means the replicas do not share resourceVersions)", i, replica, rv, err)
+			t.Fatalf("list on replica %d: %v", replica, err)
 		}
-		// A change while this watch runs: a new CRD, so a new routing table.
-		plural := fmt.Sprintf("things%02ds", i)
-		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, newReplicasCRD(plural), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		return l.ResourceVersion
+	}
+	// awaitTable watches on replica from rv until the routing table of a
+	// CRD created meanwhile is ADDED, and returns the last resourceVersion.
+	awaitTable := func(w watch.Interface, replica int, plural string) string {
+		defer w.Stop()
 		want := compute.RouteName(schema.GroupVersionResource{Group: replicasGroup, Version: "v1", Resource: plural})
 		deadline := time.After(time.Minute)
-		for seen := false; !seen; {
+		for {
 			select {
 			case e, ok := <-w.ResultChan():
 				if !ok {
-					t.Fatalf("resume %d on replica %d: watch ended before %s appeared", i, replica, want)
+					t.Fatalf("replica %d: watch ended before %s appeared", replica, want)
 				}
 				if e.Type == watch.Error {
-					t.Fatalf("resume %d on replica %d: %v", i, replica, apierrors.FromObject(e.Object))
+					t.Fatalf("replica %d: %v", replica, apierrors.FromObject(e.Object))
 				}
 				prt, ok := e.Object.(*v1alpha1.PeerRoutingTable)
 				if !ok {
 					t.Fatalf("unexpected object %T", e.Object)
 				}
-				rv = prt.ResourceVersion
-				seen = e.Type == watch.Added && prt.Name == want
+				if e.Type == watch.Added && prt.Name == want {
+					return prt.ResourceVersion
+				}
 			case <-deadline:
-				t.Fatalf("resume %d on replica %d: no ADDED %s within a minute", i, replica, want)
+				t.Fatalf("replica %d: no ADDED %s within a minute", replica, want)
 			}
 		}
-		w.Stop()
 	}
-	t.Logf("%d watches resumed alternately on both replicas, last resourceVersion %s: no 410", resumes, rv)
+	const rounds = 6
+	rv := list(0)
+	for i := 0; i < rounds; i++ {
+		from, to := i%2, (i+1)%2
+		c := planetest.Client(t, cluster.ExtensionConfig(to)).PeerdiscoveryV1alpha1().PeerRoutingTables()
+		// Another replica's resourceVersion: 410, never a continuation.
+		if w, err := c.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true}); err == nil {
+			w.Stop()
+			t.Fatalf("round %d: watch on replica %d from replica %d's resourceVersion %s was accepted, want 410", i, to, from, rv)
+		} else if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			t.Fatalf("round %d: watch on replica %d from replica %d's resourceVersion %s: %v, want 410", i, to, from, rv, err)
+		}
+		// The relist: a list there, and a watch from its resourceVersion
+		// sees the next change.
+		w, err := c.Watch(ctx, metav1.ListOptions{ResourceVersion: list(to), AllowWatchBookmarks: true})
+		if err != nil {
+			t.Fatalf("round %d: watch on replica %d from its own list: %v", i, to, err)
+		}
+		plural := fmt.Sprintf("things%02ds", i)
+		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, newReplicasCRD(plural), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rv = awaitTable(w, to, plural)
+		// The same replica resumes its own resourceVersion.
+		w, err = c.Watch(ctx, metav1.ListOptions{ResourceVersion: rv, AllowWatchBookmarks: true})
+		if err != nil {
+			t.Fatalf("round %d: resuming on replica %d from its own resourceVersion %s: %v", i, to, rv, err)
+		}
+		plural = fmt.Sprintf("things%02dbs", i)
+		if _, err := ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, newReplicasCRD(plural), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rv = awaitTable(w, to, plural)
+	}
+	t.Logf("%d moves between the replicas: each got 410 for the other's resourceVersion and continued after a relist", rounds)
 	waitReplicasAgree(t)
 }
 
@@ -166,36 +217,39 @@ func relists(t *testing.T) float64 {
 	return sum
 }
 
-// TestReplicaRestartsNoRelist: restarting the replicas one after the other
-// (the leader among them) while the filters watch through the aggregator
-// makes no filter relist: every watch resumes on the other replica.
-func TestReplicaRestartsNoRelist(t *testing.T) {
+// TestReplicaRestartsRelist: restarting the replicas one after the other
+// while the filters watch through the aggregator makes the filters relist
+// from the other replica (410 for a resourceVersion it never issued) and
+// keeps them routing: they stay synced, and a resource only v1.37.2 serves
+// answers through v1.36.3 before and after.
+func TestReplicaRestartsRelist(t *testing.T) {
 	readyPlane(t)
 	planetest.KeepExtensionsRunning(t, cluster)
 	waitReplicasAgree(t)
-	// An earlier test may have restarted every replica at once (a new
-	// timeline): the filters' relists after it may still be in their
-	// backoff. Start counting once the count held still for 15 s.
-	var before float64
-	last, since := relists(t), time.Now()
-	planetest.WaitFor(t, 2*time.Minute, "the filters' relist count steady", func() error {
-		if n := relists(t); n != last {
-			last, since = n, time.Now()
+	proxied := func(when string) {
+		t.Helper()
+		if code, _, body := planetest.Get(t, cluster.AdminConfig(old), "/apis/storagemigration.k8s.io/v1/storageversionmigrations"); code != http.StatusOK {
+			t.Fatalf("%s: a v1.37-only list through v1.36.3: %d %.300s", when, code, body)
 		}
-		if time.Since(since) < 15*time.Second {
-			return fmt.Errorf("relists %v, changed %s ago", last, time.Since(since).Round(time.Second))
-		}
-		before = last
-		return nil
-	})
+	}
+	proxied("before the restarts")
+	before := relists(t)
 	for _, i := range []int{0, 1, 0} {
 		restartExtension(t, i)
 		waitReplicasAgree(t)
 	}
-	// Give every filter watch that ended time to resume.
-	time.Sleep(5 * time.Second)
-	if after := relists(t); after != before {
-		t.Fatalf("the filters relisted %v times while the replicas restarted one at a time", after-before)
+	planetest.WaitFor(t, time.Minute, "every filter synced after the restarts", func() error {
+		for i := range cluster.Servers() {
+			if !planetest.FilterSynced(t, cluster, i) {
+				return fmt.Errorf("%s not synced", cluster.Servers()[i].Name)
+			}
+		}
+		return nil
+	})
+	proxied("after the restarts")
+	after := relists(t)
+	if after <= before {
+		t.Fatalf("the filters' relist count stayed at %v across three replica restarts: did their watches move?", before)
 	}
-	t.Logf("filters' relists unchanged (%v) across three replica restarts", before)
+	t.Logf("filters relisted %v times across three replica restarts and kept routing", after-before)
 }

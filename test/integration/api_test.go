@@ -30,6 +30,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	informers "sigs.k8s.io/peerdiscovery/pkg/generated/informers/externalversions"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 func TestReadinessFollowsTheView(t *testing.T) {
@@ -38,10 +39,10 @@ func TestReadinessFollowsTheView(t *testing.T) {
 	if code == http.StatusOK {
 		t.Fatalf("ready before any view was published: %s", body)
 	}
-	if err := ts.srv.View.Publish(view(0, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(0, true)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "ready after publish", func() error {
+	planetest.WaitFor(t, 30*time.Second, "ready after publish", func() error {
 		if code, body := ts.get(t, ts.anonymous(), "/readyz"); code != http.StatusOK {
 			return errorf("readyz %d: %s", code, body)
 		}
@@ -57,7 +58,7 @@ func TestReadinessFollowsTheView(t *testing.T) {
 func TestListGetWatchSelectors(t *testing.T) {
 	ts := startServer(t)
 	ctx := context.Background()
-	if err := ts.srv.View.Publish(view(10, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(10, true)); err != nil {
 		t.Fatal(err)
 	}
 	c := ts.clientset(t, ts.admin()).PeerdiscoveryV1alpha1()
@@ -98,7 +99,7 @@ func TestListGetWatchSelectors(t *testing.T) {
 	if _, err := c.PeerRoutingTables().List(ctx, metav1.ListOptions{FieldSelector: "status.bogus=1"}); !apierrors.IsBadRequest(err) {
 		t.Fatalf("unsupported field selector: %v, want BadRequest", err)
 	}
-	if err := ts.srv.View.Publish(view(10, false)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(10, false)); err != nil {
 		t.Fatal(err)
 	}
 	notReady, err := c.APIServerPeers().List(ctx, metav1.ListOptions{FieldSelector: "status.ready=false"})
@@ -114,7 +115,7 @@ func TestListGetWatchSelectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := ts.srv.View.Publish(view(11, false)); err != nil { // adds things0010
+	if err := ts.srv.Publisher.Publish(view(11, false)); err != nil { // adds things0010
 		t.Fatal(err)
 	}
 	w, err := c.PeerRoutingTables().Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
@@ -154,7 +155,7 @@ func TestWatchListBookmarkAndInformer(t *testing.T) {
 	ts := startServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	if err := ts.srv.View.Publish(view(3, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(3, true)); err != nil {
 		t.Fatal(err)
 	}
 	cs := ts.clientset(t, ts.admin())
@@ -197,10 +198,10 @@ func TestWatchListBookmarkAndInformer(t *testing.T) {
 	if items, _ := lister.List(everything()); len(items) != 5 {
 		t.Fatalf("informer cache: %d items, want 5", len(items))
 	}
-	if err := ts.srv.View.Publish(view(4, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(4, true)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "informer sees the new table", func() error {
+	planetest.WaitFor(t, 30*time.Second, "informer sees the new table", func() error {
 		if _, err := lister.Get("things0003.v1.example.com"); err != nil {
 			return err
 		}

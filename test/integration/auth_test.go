@@ -26,12 +26,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 func TestAuthnAuthz(t *testing.T) {
 	ts := startServer(t)
 	ctx := context.Background()
-	if err := ts.srv.View.Publish(view(1, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(1, true)); err != nil {
 		t.Fatal(err)
 	}
 	// Unauthenticated: no credentials, or a token nobody issued.
@@ -70,7 +71,7 @@ func TestAuthnAuthz(t *testing.T) {
 		t.Fatal(err)
 	}
 	reader := ts.clientset(t, ts.config("reader")).PeerdiscoveryV1alpha1()
-	waitFor(t, 30*time.Second, "reader allowed", func() error {
+	planetest.WaitFor(t, 30*time.Second, "reader allowed", func() error {
 		_, err := reader.PeerRoutingTables().List(ctx, metav1.ListOptions{})
 		return err
 	})

@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // latestView records what the engine publishes.
@@ -98,7 +99,7 @@ func TestEngineOnRealLeases(t *testing.T) {
 	// The real server: its ID is the holder of its registration Lease.
 	serverIP := cluster.Servers()[0].IP
 	var realID string
-	waitFor(t, time.Minute, "the real kube-apiserver as a ready peer", func() error {
+	planetest.WaitFor(t, time.Minute, "the real kube-apiserver as a ready peer", func() error {
 		leases, err := kube.CoordinationV1().Leases(peerlease.Namespace).List(ctx, metav1.ListOptions{LabelSelector: peerlease.RegistrationLabel})
 		if err != nil {
 			return err
@@ -129,7 +130,7 @@ func TestEngineOnRealLeases(t *testing.T) {
 	if _, err := kube.CoordinationV1().Leases(peerlease.Namespace).Create(ctx, lease, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the ghost peer joins, not ready", func() error {
+	planetest.WaitFor(t, time.Minute, "the ghost peer joins, not ready", func() error {
 		p, ok := out.peer("ghost-apiserver")
 		if !ok {
 			return fmt.Errorf("not joined")
@@ -147,14 +148,14 @@ func TestEngineOnRealLeases(t *testing.T) {
 	if err := kube.CoordinationV1().Leases(peerlease.Namespace).Delete(ctx, lease.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "the ghost peer left", func() error {
+	planetest.WaitFor(t, 30*time.Second, "the ghost peer left", func() error {
 		p, ok := out.peer("ghost-apiserver")
 		if !ok || p.Status.LeftTime == nil {
 			return fmt.Errorf("not marked left: %v", ok)
 		}
 		return nil
 	})
-	waitFor(t, 30*time.Second, "the ghost's tombstone expires", func() error {
+	planetest.WaitFor(t, 30*time.Second, "the ghost's tombstone expires", func() error {
 		if _, ok := out.peer("ghost-apiserver"); ok {
 			return fmt.Errorf("still listed")
 		}

@@ -25,7 +25,7 @@ import (
 
 func TestTableOutputAndOpenAPI(t *testing.T) {
 	ts := startServer(t)
-	if err := ts.srv.View.Publish(view(1, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(1, true)); err != nil {
 		t.Fatal(err)
 	}
 	accept := "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
@@ -80,7 +80,7 @@ func TestTableOutputAndOpenAPI(t *testing.T) {
 // gzip-compressed for clients that accept gzip.
 func TestLargeDiscoveryObjectIsCompressed(t *testing.T) {
 	ts := startServer(t)
-	if err := ts.srv.View.Publish(view(3000, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(3000, true)); err != nil {
 		t.Fatal(err)
 	}
 	path := "/apis/peerdiscovery.k8s.io/v1alpha1/peeraggregateddiscoveries/cluster"

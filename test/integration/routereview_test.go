@@ -40,7 +40,7 @@ func TestRouteReview(t *testing.T) {
 		t.Fatalf("review before a view: %v (Retry-After %d %v), want 503 with Retry-After", err, seconds, ok)
 	}
 
-	if err := ts.srv.View.Publish(view(1, true)); err != nil {
+	if err := ts.srv.Publisher.Publish(view(1, true)); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.RouteReviews().Create(ctx, &v1alpha1.RouteReview{Spec: spec}, metav1.CreateOptions{})

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/cmd/server"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	versioned "sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 // testServer is peerdiscovery-apiserver running in this process.
@@ -102,7 +103,7 @@ func startServer(t *testing.T) *testServer {
 	}
 	// Wait for the secure port and the delegated authn config (livez is
 	// anonymous-allowed).
-	waitFor(t, 2*time.Minute, "server live", func() error {
+	planetest.WaitFor(t, 2*time.Minute, "server live", func() error {
 		code, body := ts.get(t, ts.anonymous(), "/livez")
 		if code != http.StatusOK {
 			return fmt.Errorf("livez %d: %s", code, body)
@@ -111,7 +112,7 @@ func startServer(t *testing.T) *testServer {
 	})
 	// Client certificates work once the client CA from
 	// extension-apiserver-authentication is loaded.
-	waitFor(t, 2*time.Minute, "client certificate authentication", func() error {
+	planetest.WaitFor(t, 2*time.Minute, "client certificate authentication", func() error {
 		if code, body := ts.get(t, ts.admin(), "/apis/peerdiscovery.k8s.io/v1alpha1"); code != http.StatusOK {
 			return fmt.Errorf("%d: %s", code, body)
 		}
@@ -178,19 +179,6 @@ func (ts *testServer) get(t *testing.T, cfg *rest.Config, path string, headers .
 		}
 	}
 	return resp.StatusCode, string(buf)
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = f(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("timed out waiting for %s: %v", what, err)
 }
 
 // view builds a published state: peers a (v1.37) and b (v1.36); every

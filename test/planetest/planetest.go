@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 // AcceptAggregated asks for aggregated discovery (apidiscovery.k8s.io/v2).
@@ -51,17 +52,7 @@ const AcceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGrou
 // f's last error after timeout.
 func WaitFor(t testing.TB, timeout time.Duration, what string, f func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s: %v", timeout, what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
+	poll.Until(t, 250*time.Millisecond, timeout, what, f)
 }
 
 // Do makes one request with cfg's credentials and returns the status,

@@ -16,7 +16,7 @@
 
 // Package scale checks the extension server's memory and watch fan-out at
 // the scale the project states (5 peers × 5,000 GVRs), on the real registry
-// path: the engine's compute, ViewStore.Publish, the REST storage, and
+// path: the engine's compute, the registry's Publisher, the REST storage, and
 // watchers that encode what they receive with the server's codec, as the
 // watch handler does. It runs without the race detector (which multiplies
 // memory and time), in its own step of hack/test.sh.
@@ -43,6 +43,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/apiserver"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/registry/memstore"
 	registry "sigs.k8s.io/peerdiscovery/pkg/registry/peerdiscovery"
 )
 
@@ -75,9 +76,20 @@ func envInt(name string, def int) int {
 func TestScale5Peers5000GVRs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	view := registry.NewViewStore(time.Hour, clocktesting.NewFakeClock(t0), false)
-	defer view.Stop()
-	storage := view.Storage()
+	stores := registry.NewStores()
+	defer stores.Stop()
+	view := registry.NewPublisher(stores, clocktesting.NewFakeClock(t0))
+	storage := registry.Storage(stores, view)
+	// Each store has its own resourceVersions: latencies are measured per
+	// resource, against that store's.
+	byResource := map[string]*memstore.Store{"peerroutingtables": stores.Routes, "apiserverpeers": stores.Peers, "peeraggregateddiscoveries": stores.Discovery}
+	rvs := func() map[string]uint64 {
+		m := map[string]uint64{}
+		for res, s := range byResource {
+			m[res] = s.ResourceVersion()
+		}
+		return m
+	}
 	codec := apiserver.Codecs.LegacyCodec(v1alpha1.SchemeGroupVersion)
 
 	// Peak heap, sampled while everything runs.
@@ -115,7 +127,10 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 
 	resources := []string{"peerroutingtables", "apiserverpeers", "peeraggregateddiscoveries"}
 	initial := map[string]map[string]string{}
-	log := &publishLog{}
+	logs := map[string]*publishLog{}
+	for _, res := range resources {
+		logs[res] = &publishLog{}
+	}
 	hist := &histogram{}
 	var live []*liveWatcher
 	for i := range liveWatchers {
@@ -128,7 +143,7 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		lw := &liveWatcher{resource: res, w: wi, codec: codec, log: log, hist: hist, changed: map[string]string{}}
+		lw := &liveWatcher{resource: res, w: wi, codec: codec, log: logs[res], hist: hist, changed: map[string]string{}}
 		live = append(live, lw)
 		go lw.run()
 	}
@@ -166,13 +181,19 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 			next = computeView()
 		}
 		current = next
-		before := view.Clock().Current()
-		log.add(before+1, time.Now())
+		before := rvs()
+		for res, rv := range before {
+			logs[res].add(rv+1, time.Now())
+		}
 		if err := view.Publish(next); err != nil {
 			t.Fatal(err)
 		}
 		if c == flap {
-			maxFlapEvents = max(maxFlapEvents, view.Clock().Current()-before)
+			var events uint64
+			for res, rv := range rvs() {
+				events += rv - before[res]
+			}
+			maxFlapEvents = max(maxFlapEvents, events)
 		}
 	}
 	elapsed := time.Since(began)
@@ -226,7 +247,7 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 	}
 	oneChanges := 0
 	var publishTimes []time.Duration
-	var published []receipt // first RV of each change, end of its Publish
+	published := map[string][]receipt{} // per resource: first RV of each change, end of its Publish
 	for k := viewChanges + 1; oneChanges < isolatedChanges; k++ {
 		if m := k % 20; m == 2 || m == 4 {
 			// CRD removals delete objects: no object's resourceVersion
@@ -242,14 +263,18 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 			next = computeView()
 		}
 		current = next
-		before := view.Clock().Current()
+		before := rvs()
 		pubStart := time.Now()
-		log.add(before+1, pubStart)
+		for res, rv := range before {
+			logs[res].add(rv+1, pubStart)
+		}
 		if err := view.Publish(next); err != nil {
 			t.Fatal(err)
 		}
 		publishTimes = append(publishTimes, time.Since(pubStart))
-		published = append(published, receipt{before + 1, time.Now()})
+		for res, rv := range before {
+			published[res] = append(published[res], receipt{rv + 1, time.Now()})
+		}
 		for _, res := range resources {
 			state, _ := listState(t, storage[res])
 			var newest uint64
@@ -258,7 +283,7 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 				fmt.Sscan(v, &rv)
 				newest = max(newest, rv)
 			}
-			if newest <= before {
+			if newest <= before[res] {
 				continue
 			}
 			for _, lw := range live {
@@ -272,10 +297,11 @@ func TestScale5Peers5000GVRs(t *testing.T) {
 
 	for _, lw := range live {
 		lw.mu.Lock()
+		pub := published[lw.resource]
 		for _, r := range lw.receipts {
-			i := sort.Search(len(published), func(i int) bool { return published[i].rv > r.rv }) - 1
+			i := sort.Search(len(pub), func(i int) bool { return pub[i].rv > r.rv }) - 1
 			if i >= 0 {
-				one[bucketOf(max(0, r.at.Sub(published[i].at)))].Add(1)
+				one[bucketOf(max(0, r.at.Sub(pub[i].at)))].Add(1)
 			}
 		}
 		lw.receipts = nil

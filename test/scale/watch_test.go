@@ -126,8 +126,8 @@ func (lw *liveWatcher) run() {
 			return
 		}
 		if e.Type == watch.Bookmark {
-			// Bookmarks carry the clock, which all stores share: they tell
-			// when a watcher has seen everything up to a list's RV.
+			// Bookmarks carry the store's latest resourceVersion: they
+			// tell when a watcher has seen everything up to a list's RV.
 			if m, err := meta.Accessor(e.Object); err == nil {
 				var rv uint64
 				fmt.Sscan(m.GetResourceVersion(), &rv)

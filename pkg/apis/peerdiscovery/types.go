@@ -188,15 +188,13 @@ type PeerRoutingTableSpec struct {
 // PeerRoutingTableStatus says who serves the GVR.
 type PeerRoutingTableStatus struct {
 	// Peers are the servers that serve the GVR, sorted by server ID.
+	// Whether each is ready is on its APIServerPeer (status.conditions):
+	// one object per server, so a server turning not ready changes one
+	// object, not every routing table that names it.
 	// +listType=map
 	// +listMapKey=serverID
 	// +optional
 	Peers []RoutingPeer `json:"peers,omitempty"`
-	// ReadyPeers counts the Peers that are ready proxy targets. It is
-	// filled in from the APIServerPeers when the object is read, not
-	// stored: a peer's readiness changing emits no PeerRoutingTable event
-	// (watch APIServerPeers for that).
-	ReadyPeers int32 `json:"readyPeers"`
 	// TotalPeers counts every known peer, serving the GVR or not.
 	TotalPeers int32 `json:"totalPeers"`
 	// ServedByAll is true when every known peer serves the GVR, so no
@@ -214,9 +212,6 @@ type PeerRoutingTableStatus struct {
 type RoutingPeer struct {
 	ServerID string `json:"serverID"`
 	Endpoint string `json:"endpoint"`
-	// Ready is true when requests may be proxied to it: the peer's Ready
-	// condition when the object was read (not stored; see ReadyPeers).
-	Ready bool `json:"ready"`
 	// Left is true when the peer has left and is kept until its tombstone
 	// expires (its GVRs answer 503, not 404).
 	// +optional
@@ -312,7 +307,7 @@ type RouteReviewStatus struct {
 	// an already proxied request, no table: NotFound).
 	// +listType=atomic
 	// +optional
-	Candidates []RoutingPeer `json:"candidates,omitempty"`
+	Candidates []RouteCandidate `json:"candidates,omitempty"`
 	// Group, Version and Resource are parsed from the path; empty for a
 	// non-resource request.
 	// +optional
@@ -334,4 +329,18 @@ type RouteReviewStatus struct {
 	// +listType=atomic
 	// +optional
 	Assumptions []string `json:"assumptions,omitempty"`
+}
+
+// RouteCandidate is a peer the review considered, with its state when the
+// review was decided (a review is never stored).
+type RouteCandidate struct {
+	ServerID string `json:"serverID"`
+	Endpoint string `json:"endpoint"`
+	// Ready is true when requests may be proxied to it (its APIServerPeer's
+	// Ready condition).
+	Ready bool `json:"ready"`
+	// Left is true when the peer has left and is kept until its tombstone
+	// expires.
+	// +optional
+	Left bool `json:"left,omitempty"`
 }

@@ -37,6 +37,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/adminview"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // Streams are the plugin's standard streams.
@@ -107,10 +108,11 @@ func (o *options) explainCommand() *cobra.Command {
   kubectl peerdiscovery explain create /apis/apps/v1/namespaces/default/deployments`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			verb, path := strings.ToLower(args[0]), args[1]
-			if !slices.Contains(verbs, verb) {
-				return fmt.Errorf("unknown verb %q; one of: %s", args[0], strings.Join(verbs, ", "))
+			verb, err := reviewVerb(args[0])
+			if err != nil {
+				return err
 			}
+			path := args[1]
 			if !strings.HasPrefix(path, "/") {
 				return fmt.Errorf("PATH %q must start with /, as in /apis/apps/v1/deployments", path)
 			}
@@ -140,7 +142,17 @@ func (o *options) explainCommand() *cobra.Command {
 	return cmd
 }
 
-var verbs = []string{"get", "list", "watch", "create", "update", "patch", "delete", "deletecollection"}
+// reviewVerb is arg as a RouteReview takes it: a Kubernetes verb (get,
+// list, ...) or an HTTP method (GET, HEAD, ...), in any case.
+func reviewVerb(arg string) (string, error) {
+	verbs := routing.ReviewVerbs()
+	for _, v := range []string{strings.ToLower(arg), strings.ToUpper(arg)} {
+		if slices.Contains(verbs, v) {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("unknown verb %q; one of: %s", arg, strings.Join(verbs, ", "))
+}
 
 func (o *options) drainCommand() *cobra.Command {
 	return &cobra.Command{

@@ -31,6 +31,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/adminview"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 const prefix = "/apis/peerdiscovery.k8s.io/v1alpha1/"
@@ -72,11 +73,16 @@ func fakeAPI(t *testing.T, fail int) *httptest.Server {
 				http.Error(w, err.Error(), http.StatusBadRequest)
 				return
 			}
-			if rr.Spec.SourcePeer != "old" || rr.Spec.Verb != "list" {
+			if rr.Spec.SourcePeer != "old" {
 				t.Errorf("review spec: %+v", rr.Spec)
 			}
+			// What the server checks.
+			if _, err := routing.ParseReviewRequest(rr.Spec.Verb, rr.Spec.Path); err != nil {
+				http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+				return
+			}
 			rr.Status = v1alpha1.RouteReviewStatus{Decision: v1alpha1.RouteProxy, Target: "new", Reason: "not served here; proxy to new",
-				Candidates: []v1alpha1.RoutingPeer{{ServerID: "new", Ready: true}}}
+				Candidates: []v1alpha1.RouteCandidate{{ServerID: "new", Ready: true}}}
 			w.WriteHeader(http.StatusCreated)
 			_ = json.NewEncoder(w).Encode(rr)
 		default:
@@ -165,6 +171,13 @@ func TestExplain(t *testing.T) {
 	}
 	if !strings.HasPrefix(out, "Proxy On old (v1.36.3), list /apis/storagemigration.k8s.io/v1/storageversionmigrations is proxied to new (v1.37.2): not served here; proxy to new.\n") {
 		t.Errorf("explain:\n%s", out)
+	}
+	// Every verb the server takes (Kubernetes verbs and HTTP methods), in
+	// any case.
+	for _, verb := range append(routing.ReviewVerbs(), "head", "Post", "Get") {
+		if _, err := run(t, "explain", verb, "/api/v1/pods", "--from", "old", "--kubeconfig", kc); err != nil {
+			t.Errorf("explain %s: %v", verb, err)
+		}
 	}
 	for _, tc := range []struct {
 		args []string

@@ -17,7 +17,7 @@ package server
 import (
 	"context"
 	"io"
-	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	pdapiserver "sigs.k8s.io/peerdiscovery/pkg/apiserver"
 )
 
@@ -45,8 +44,8 @@ func TestDefaults(t *testing.T) {
 	if !le.LeaderElect || le.ResourceLock != resourcelock.LeasesResourceLock || le.ResourceNamespace != "peerdiscovery" || le.ResourceName != "peerdiscovery-apiserver" {
 		t.Errorf("leader election: %+v", le)
 	}
-	if o.APIService != "v1alpha1."+v1alpha1.GroupName {
-		t.Errorf("apiservice %q", o.APIService)
+	if le.LeaseDuration.Duration != 15*time.Second || le.RenewDeadline.Duration != 10*time.Second || le.RetryPeriod.Duration != 2*time.Second {
+		t.Errorf("leader election durations: %+v", le)
 	}
 }
 
@@ -100,7 +99,7 @@ func TestConfig(t *testing.T) {
 	o.RecommendedOptions.CoreAPI = nil
 	o.RecommendedOptions.SecureServing.BindPort = 0
 	o.RecommendedOptions.SecureServing.ServerCert.CertDirectory = t.TempDir()
-	if err := setFlags(t, o, "--stale-after=3m", "--shutdown-delay-duration=7s", "--advertise-address=10.1.2.3"); err != nil {
+	if err := setFlags(t, o, "--stale-after=3m", "--shutdown-delay-duration=7s"); err != nil {
 		t.Fatal(err)
 	}
 	cfg, err := o.Config()
@@ -110,9 +109,10 @@ func TestConfig(t *testing.T) {
 	if cfg.ExtraConfig.StaleAfter != 3*time.Minute || cfg.GenericConfig.ShutdownDelayDuration != 7*time.Second || cfg.ExtraConfig.Engine != o.Engine {
 		t.Fatalf("config: stale after %s, shutdown delay %s, engine %v", cfg.ExtraConfig.StaleAfter, cfg.GenericConfig.ShutdownDelayDuration, cfg.ExtraConfig.Engine)
 	}
-	rc := cfg.ExtraConfig.Replication
-	if rc == nil || rc.APIService != o.APIService || rc.LeaderElection != o.LeaderElection || !strings.Contains(rc.Identity, net.JoinHostPort("10.1.2.3", "0")) {
-		t.Fatalf("replication: %+v", rc)
+	host, _ := os.Hostname()
+	ec := cfg.ExtraConfig.EventElection
+	if ec == nil || ec.LeaderElection != o.LeaderElection || !strings.HasPrefix(ec.Identity, host+"_") {
+		t.Fatalf("event election: %+v", ec)
 	}
 	if cfg.GenericConfig.OpenAPIV3Config == nil {
 		t.Fatal("no OpenAPI v3 config")
@@ -124,9 +124,9 @@ func TestConfig(t *testing.T) {
 		}
 	}
 
-	// Without leader election there is nothing to replicate.
+	// Without leader election every replica emits Events.
 	o.LeaderElection.LeaderElect = false
-	if cfg, err = o.Config(); err != nil || cfg.ExtraConfig.Replication != nil {
-		t.Fatalf("--leader-elect=false: replication %+v, %v", cfg.ExtraConfig.Replication, err)
+	if cfg, err = o.Config(); err != nil || cfg.ExtraConfig.EventElection != nil {
+		t.Fatalf("--leader-elect=false: event election %+v, %v", cfg.ExtraConfig.EventElection, err)
 	}
 }

@@ -20,13 +20,13 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"strconv"
+	"os"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilerrors "k8s.io/apimachinery/pkg/util/errors"
-	utilnet "k8s.io/apimachinery/pkg/util/net"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -50,7 +50,6 @@ import (
 	pdapiserver "sigs.k8s.io/peerdiscovery/pkg/apiserver"
 	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	generatedopenapi "sigs.k8s.io/peerdiscovery/pkg/generated/openapi"
-	"sigs.k8s.io/peerdiscovery/pkg/replication"
 )
 
 func init() {
@@ -70,14 +69,9 @@ type Options struct {
 	StaleAfter time.Duration
 	// AlternateDNS are extra names for the self-signed serving certificate.
 	AlternateDNS []string
-	// LeaderElection elects the replica that computes and publishes; the
-	// others replicate it (pkg/replication).
+	// LeaderElection elects the replica that emits Events; every replica
+	// computes and serves its own view.
 	LeaderElection componentbaseconfig.LeaderElectionConfiguration
-	// AdvertiseAddress is where the other replicas reach this one.
-	AdvertiseAddress net.IP
-	// APIService is the APIService whose caBundle and Service name verify
-	// the other replicas.
-	APIService string
 	// ShutdownDelay keeps serving after SIGTERM while /readyz fails, so the
 	// aggregator moves to the other replicas before this one goes away.
 	ShutdownDelay time.Duration
@@ -110,7 +104,6 @@ func NewOptions() *Options {
 			ResourceName:      "peerdiscovery-apiserver",
 			ResourceNamespace: "peerdiscovery",
 		},
-		APIService:    v1alpha1.SchemeGroupVersion.Version + "." + v1alpha1.GroupName,
 		ShutdownDelay: 5 * time.Second,
 	}
 }
@@ -137,13 +130,9 @@ func (o *Options) Flags() cliflag.NamedFlagSets {
 		"/readyz fails when the computed view is older than this (the engine recomputes at least every --refresh-interval).")
 	fs.StringSliceVar(&o.AlternateDNS, "alternate-dns", o.AlternateDNS,
 		"Extra DNS names for the self-signed serving certificate used when --tls-cert-file is not set.")
-	fs.IPVar(&o.AdvertiseAddress, "advertise-address", o.AdvertiseAddress,
-		"The IP the other replicas reach this one at (its replication stream, on --secure-port). Default: --bind-address when it is a specific address, else the host's default interface.")
-	fs.StringVar(&o.APIService, "apiservice", o.APIService,
-		"The APIService of this server: replicas verify each other with its caBundle, for its Service's DNS name, as the aggregator does.")
 	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fss.FlagSet("leader election"))
 	fs.DurationVar(&o.ShutdownDelay, "shutdown-delay-duration", o.ShutdownDelay,
-		"After SIGTERM, keep serving this long while /readyz fails, so the aggregator sends new requests and re-watches to the other replicas (with their resourceVersions, they resume there without relisting) before this one stops. Keep it below the Pod's terminationGracePeriodSeconds.")
+		"After SIGTERM, keep serving this long while /readyz fails, so the aggregator sends new requests and re-watches to the other replicas before this one stops. Keep it below the Pod's terminationGracePeriodSeconds.")
 
 	logsapi.AddFlags(o.Logs, fss.FlagSet("logging"))
 	verflag.AddFlags(fss.FlagSet("global"))
@@ -173,12 +162,6 @@ func (o *Options) Validate() error {
 		if le.LeaseDuration.Duration <= le.RenewDeadline.Duration || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.RetryPeriod.Duration <= 0 {
 			errs = append(errs, fmt.Errorf("leader election needs --leader-elect-lease-duration > --leader-elect-renew-deadline > --leader-elect-retry-period > 0, got %s, %s, %s",
 				le.LeaseDuration.Duration, le.RenewDeadline.Duration, le.RetryPeriod.Duration))
-		}
-		if o.APIService == "" {
-			errs = append(errs, fmt.Errorf("--apiservice must be set with --leader-elect"))
-		}
-		if ip := o.AdvertiseAddress; ip != nil && (ip.IsUnspecified() || ip.IsLoopback()) {
-			errs = append(errs, fmt.Errorf("--advertise-address %s: the other replicas cannot reach a loopback or unspecified address", ip))
 		}
 	}
 	return utilerrors.NewAggregate(errs)
@@ -216,34 +199,17 @@ func (o *Options) Config() (*pdapiserver.Config, error) {
 	cfg.ShutdownDelayDuration = o.ShutdownDelay
 	cfg.Authentication.Authenticator = anonymousOnlyFor(cfg.Authentication.Authenticator, "/livez", "/readyz", "/healthz")
 	extra := pdapiserver.ExtraConfig{StaleAfter: o.StaleAfter, Engine: o.Engine}
-	if o.LeaderElection.LeaderElect && o.Engine != nil { // without the engine there is nothing to publish or elect
-		addr, err := o.advertiseAddress()
+	if o.LeaderElection.LeaderElect && o.Engine != nil { // without the engine there are no Events
+		host, err := os.Hostname()
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the leader election identity: %w", err)
 		}
-		extra.Replication = &pdapiserver.ReplicationConfig{
-			Identity:       replication.NewIdentity(net.JoinHostPort(addr.String(), strconv.Itoa(ss.BindPort))),
+		extra.EventElection = &pdapiserver.EventElectionConfig{
+			Identity:       host + "_" + uuid.NewString(),
 			LeaderElection: o.LeaderElection,
-			APIService:     o.APIService,
 		}
 	}
 	return &pdapiserver.Config{GenericConfig: cfg, ExtraConfig: extra}, nil
-}
-
-// advertiseAddress is --advertise-address, else a specific --bind-address,
-// else the host's default interface (a Pod's IP).
-func (o *Options) advertiseAddress() (net.IP, error) {
-	if o.AdvertiseAddress != nil {
-		return o.AdvertiseAddress, nil
-	}
-	if bind := o.RecommendedOptions.SecureServing.BindAddress; bind != nil && !bind.IsUnspecified() && !bind.IsLoopback() {
-		return bind, nil
-	}
-	ip, err := utilnet.ChooseHostInterface()
-	if err != nil {
-		return nil, fmt.Errorf("no --advertise-address and no default interface to take it from: %w", err)
-	}
-	return ip, nil
 }
 
 // NewCommand returns the peerdiscovery-apiserver command. run is called

@@ -15,12 +15,8 @@
 package server
 
 import (
-	"net"
 	"strings"
 	"testing"
-	"time"
-
-	"sigs.k8s.io/peerdiscovery/pkg/replication"
 )
 
 func TestLeaderElectionFlags(t *testing.T) {
@@ -30,12 +26,10 @@ func TestLeaderElectionFlags(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", nil, ""},
-		{"off", []string{"--leader-elect=false", "--advertise-address=127.0.0.1"}, ""},
+		{"off", []string{"--leader-elect=false"}, ""},
 		{"configmap lock", []string{"--leader-elect-resource-lock=configmapsleases"}, "--leader-elect-resource-lock"},
 		{"renew not below lease", []string{"--leader-elect-lease-duration=10s", "--leader-elect-renew-deadline=10s"}, "lease-duration > --leader-elect-renew-deadline"},
 		{"no namespace", []string{"--leader-elect-resource-namespace="}, "--leader-elect-resource-namespace must be set"},
-		{"loopback advertise", []string{"--advertise-address=127.0.0.1"}, "cannot reach a loopback"},
-		{"no apiservice", []string{"--apiservice="}, "--apiservice must be set"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -68,25 +62,5 @@ func TestLeaderElectionFlags(t *testing.T) {
 				t.Fatalf("error %v, want one containing %q", err, c.wantErr)
 			}
 		})
-	}
-}
-
-func TestAdvertiseAddressDefaultsToASpecificBindAddress(t *testing.T) {
-	o := NewOptions()
-	o.RecommendedOptions.SecureServing.BindAddress = net.ParseIP("10.1.2.3")
-	ip, err := o.advertiseAddress()
-	if err != nil || !ip.Equal(net.ParseIP("10.1.2.3")) {
-		t.Fatalf("advertise address %v, %v; want the bind address", ip, err)
-	}
-	o.AdvertiseAddress = net.ParseIP("10.9.9.9")
-	if ip, _ := o.advertiseAddress(); !ip.Equal(o.AdvertiseAddress) {
-		t.Fatalf("--advertise-address ignored: %v", ip)
-	}
-	if o.LeaderElection.LeaseDuration.Duration != 15*time.Second || o.LeaderElection.ResourceName != "peerdiscovery-apiserver" {
-		t.Fatalf("defaults: %+v", o.LeaderElection)
-	}
-	addr, ok := replication.AddressOf(replication.NewIdentity("10.9.9.9:6443"))
-	if !ok || addr != "10.9.9.9:6443" {
-		t.Fatalf("identity address %q %v", addr, ok)
 	}
 }

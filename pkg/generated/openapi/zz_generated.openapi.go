@@ -105,6 +105,7 @@ func GetOpenAPIDefinitions(ref common.ReferenceCallback) map[string]common.OpenA
 		v1alpha1.PeerRoutingTableList{}.OpenAPIModelName():          schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableList(ref),
 		v1alpha1.PeerRoutingTableSpec{}.OpenAPIModelName():          schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableSpec(ref),
 		v1alpha1.PeerRoutingTableStatus{}.OpenAPIModelName():        schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableStatus(ref),
+		v1alpha1.RouteCandidate{}.OpenAPIModelName():                schema_pkg_apis_peerdiscovery_v1alpha1_RouteCandidate(ref),
 		v1alpha1.RouteReview{}.OpenAPIModelName():                   schema_pkg_apis_peerdiscovery_v1alpha1_RouteReview(ref),
 		v1alpha1.RouteReviewSpec{}.OpenAPIModelName():               schema_pkg_apis_peerdiscovery_v1alpha1_RouteReviewSpec(ref),
 		v1alpha1.RouteReviewStatus{}.OpenAPIModelName():             schema_pkg_apis_peerdiscovery_v1alpha1_RouteReviewStatus(ref),
@@ -3740,7 +3741,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableStatus(ref common.Re
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Peers are the servers that serve the GVR, sorted by server ID.",
+							Description: "Peers are the servers that serve the GVR, sorted by server ID. Whether each is ready is on its APIServerPeer (status.conditions): one object per server, so a server turning not ready changes one object, not every routing table that names it.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
@@ -3749,14 +3750,6 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableStatus(ref common.Re
 									},
 								},
 							},
-						},
-					},
-					"readyPeers": {
-						SchemaProps: spec.SchemaProps{
-							Description: "ReadyPeers counts the Peers that are ready proxy targets. It is filled in from the APIServerPeers when the object is read, not stored: a peer's readiness changing emits no PeerRoutingTable event (watch APIServerPeers for that).",
-							Default:     0,
-							Type:        []string{"integer"},
-							Format:      "int32",
 						},
 					},
 					"totalPeers": {
@@ -3791,11 +3784,54 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_PeerRoutingTableStatus(ref common.Re
 						},
 					},
 				},
-				Required: []string{"readyPeers", "totalPeers", "servedByAll", "clusterWide"},
+				Required: []string{"totalPeers", "servedByAll", "clusterWide"},
 			},
 		},
 		Dependencies: []string{
 			v1alpha1.RoutingPeer{}.OpenAPIModelName()},
+	}
+}
+
+func schema_pkg_apis_peerdiscovery_v1alpha1_RouteCandidate(ref common.ReferenceCallback) common.OpenAPIDefinition {
+	return common.OpenAPIDefinition{
+		Schema: spec.Schema{
+			SchemaProps: spec.SchemaProps{
+				Description: "RouteCandidate is a peer the review considered, with its state when the review was decided (a review is never stored).",
+				Type:        []string{"object"},
+				Properties: map[string]spec.Schema{
+					"serverID": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"endpoint": {
+						SchemaProps: spec.SchemaProps{
+							Default: "",
+							Type:    []string{"string"},
+							Format:  "",
+						},
+					},
+					"ready": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Ready is true when requests may be proxied to it (its APIServerPeer's Ready condition).",
+							Default:     false,
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+					"left": {
+						SchemaProps: spec.SchemaProps{
+							Description: "Left is true when the peer has left and is kept until its tombstone expires.",
+							Type:        []string{"boolean"},
+							Format:      "",
+						},
+					},
+				},
+				Required: []string{"serverID", "endpoint", "ready"},
+			},
+		},
 	}
 }
 
@@ -3931,7 +3967,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_RouteReviewStatus(ref common.Referen
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
 									SchemaProps: spec.SchemaProps{
-										Ref: ref(v1alpha1.RoutingPeer{}.OpenAPIModelName()),
+										Ref: ref(v1alpha1.RouteCandidate{}.OpenAPIModelName()),
 									},
 								},
 							},
@@ -3988,7 +4024,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_RouteReviewStatus(ref common.Referen
 			},
 		},
 		Dependencies: []string{
-			v1alpha1.RoutingPeer{}.OpenAPIModelName()},
+			v1alpha1.RouteCandidate{}.OpenAPIModelName()},
 	}
 }
 
@@ -4013,14 +4049,6 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_RoutingPeer(ref common.ReferenceCall
 							Format:  "",
 						},
 					},
-					"ready": {
-						SchemaProps: spec.SchemaProps{
-							Description: "Ready is true when requests may be proxied to it: the peer's Ready condition when the object was read (not stored; see ReadyPeers).",
-							Default:     false,
-							Type:        []string{"boolean"},
-							Format:      "",
-						},
-					},
 					"left": {
 						SchemaProps: spec.SchemaProps{
 							Description: "Left is true when the peer has left and is kept until its tombstone expires (its GVRs answer 503, not 404).",
@@ -4029,7 +4057,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_RoutingPeer(ref common.ReferenceCall
 						},
 					},
 				},
-				Required: []string{"serverID", "endpoint", "ready"},
+				Required: []string{"serverID", "endpoint"},
 			},
 		},
 	}

@@ -35,7 +35,6 @@ func newRouteStore(tb testing.TB) *Store {
 		Resource:    routeResource,
 		NewFunc:     func() kruntime.Object { return &RouteTable{} },
 		NewListFunc: func() kruntime.Object { return &RouteTableList{} },
-		Clock:       NewClock(),
 	})
 	tb.Cleanup(s.Stop)
 	return s
@@ -74,7 +73,7 @@ func routeTables(n, variant int) []kruntime.Object {
 
 func BenchmarkList5000(b *testing.B) {
 	s := newRouteStore(b)
-	s.Replace(routeTables(5000, 0))
+	mustReplace(b, s, routeTables(5000, 0))
 	ctx := context.Background()
 	opts := &metainternalversion.ListOptions{}
 	b.ReportAllocs()
@@ -90,7 +89,7 @@ func BenchmarkList5000(b *testing.B) {
 func BenchmarkGet(b *testing.B) {
 	s := newRouteStore(b)
 	objs := routeTables(5000, 0)
-	s.Replace(objs)
+	mustReplace(b, s, objs)
 	name := objs[2500].(*RouteTable).Name
 	ctx := context.Background()
 	b.ReportAllocs()
@@ -107,11 +106,11 @@ func BenchmarkGet(b *testing.B) {
 func BenchmarkReplace5000OneChange(b *testing.B) {
 	s := newRouteStore(b)
 	sets := [2][]kruntime.Object{routeTables(5000, 0), routeTables(5000, 1)}
-	s.Replace(sets[0])
+	mustReplace(b, s, sets[0])
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		s.Replace(sets[(i+1)%2])
+		mustReplace(b, s, sets[(i+1)%2])
 	}
 }
 
@@ -126,7 +125,7 @@ func BenchmarkFanout1000WatchersDeliveryOnly(b *testing.B) { benchmarkFanout(b, 
 func benchmarkFanout(b *testing.B, watchers, objects int) {
 	s := newRouteStore(b)
 	sets := [2][]kruntime.Object{routeTables(objects, 0), routeTables(objects, 1)}
-	s.Replace(sets[0])
+	mustReplace(b, s, sets[0])
 
 	var received sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
@@ -152,7 +151,7 @@ func benchmarkFanout(b *testing.B, watchers, objects int) {
 	for i := 0; i < b.N; i++ {
 		received.Add(watchers)
 		start := time.Now()
-		s.Replace(sets[(i+1)%2])
+		mustReplace(b, s, sets[(i+1)%2])
 		received.Wait()
 		worst = max(worst, time.Since(start))
 	}
@@ -185,12 +184,11 @@ func storeHeap(tb testing.TB) uint64 {
 		Resource:    routeResource,
 		NewFunc:     func() kruntime.Object { return &RouteTable{} },
 		NewListFunc: func() kruntime.Object { return &RouteTableList{} },
-		Clock:       NewClock(),
 	})
 	fill := func() {
-		s.Replace(routeTables(5000, 0))
+		mustReplace(tb, s, routeTables(5000, 0))
 		for v := 1; v <= 10; v++ {
-			s.Replace(routeTables(5000, v))
+			mustReplace(tb, s, routeTables(5000, v))
 		}
 	}
 	fill()

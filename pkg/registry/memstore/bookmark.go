@@ -38,7 +38,7 @@ func (s *Store) bookmarkLoop() {
 	}
 }
 
-// sendBookmarks queues a BOOKMARK at the clock's current RV for watchers
+// sendBookmarks queues a BOOKMARK at the store's latest RV for watchers
 // that allow them. Under the read lock no Replace of this store is in
 // flight, so every event of this store up to that RV is already queued
 // ahead of it. A full queue just skips the bookmark: bookmarks are
@@ -52,7 +52,7 @@ func (s *Store) sendBookmarks() {
 			continue
 		}
 		if batch == nil {
-			batch = s.newQueued([]*event{{typ: watch.Bookmark, rv: s.clock.Current()}})
+			batch = s.newQueued([]*event{{typ: watch.Bookmark, rv: s.lastRV}})
 			batch.bytes = 0
 		}
 		select {

@@ -15,15 +15,15 @@
 // Package memstore is the in-memory storage of the peerdiscovery extension
 // apiserver: a read-only-from-clients, watchable object store with real
 // Kubernetes list/watch semantics, without etcd. The state is derived from
-// live peers, so there is nothing to persist; the compute layer hands the
-// full desired set to Replace whenever it recomputes, and REST handlers
+// live peers, so there is nothing to persist; the registry hands the full
+// desired set to Replace whenever the engine recomputes, and REST handlers
 // embed a *Store for get, list and watch.
 //
-// resourceVersions come from a Clock shared by all stores of the process:
-// epoch<<32 | counter. A following replica copies its leader's stores with
-// the same resourceVersions (Clock.Restore, Clock.Apply); a
-// resourceVersion from another timeline is answered with 410 Gone, so an
-// informer whose history was lost relists.
+// Each store issues its own resourceVersions, epoch<<32 | counter, the
+// epoch drawn at random: replicas compute independently, and a
+// resourceVersion of another replica (or of an earlier run) is answered
+// with 410 Gone, so an informer that moved relists instead of reading it
+// as a point of this store's history.
 //
 // Semantics decisions:
 //
@@ -33,17 +33,18 @@
 //     owns those fields: uid is derived from resource and name (UID), so
 //     replicas agree and a deleted-then-recreated object gets the same uid;
 //     creationTimestamp is kept from first appearance; generation starts at
-//     1 and counts changes; managedFields are dropped.
+//     1 and counts changes; managedFields are dropped. Bad input fails the
+//     whole Replace with an error and changes nothing.
 //   - Lists are sorted by name. Limit is ignored (all matching objects in one
 //     page, no continue token); a continue token is answered with 410.
 //   - List resourceVersion: "" and "0" serve the current state; NotOlderThan
 //     (or legacy unset match) X of this epoch serves the current state; Exact
 //     X serves the state at X, rebuilt from the event history (410 if older
 //     than the history). A future X of this epoch gives the standard
-//     "Too large resource version" timeout (504, cause
+//     "Too large resource version" error (504, cause
 //     ResourceVersionTooLarge); another epoch or a non-number gives 410.
 //     Get with a resourceVersion behaves like NotOlderThan.
-//   - The list resourceVersion is the clock's current value, read under the
+//   - The list resourceVersion is the store's latest change, read under the
 //     store lock: a watch from it replays exactly the later changes.
 //   - Watch errors about resourceVersion are returned from Watch (the REST
 //     layer answers with that status) rather than as an ERROR event.
@@ -53,8 +54,8 @@
 //     Replace calls or WatcherBufferBytes (one Replace is always accepted,
 //     so one large Replace does not end every watcher). Queued changes and
 //     their encodings are shared by all watchers (cachedObject).
-//   - Config.Decorate fills fields derived at read time (on a copy): the
-//     ViewStore completes routing tables' readiness this way.
+//   - Objects are stored as given: nothing is filled in at read time, so
+//     two reads at one resourceVersion return the same object.
 //   - An alpha shard selector is honoured when ShardedListAndWatch is on,
 //     as the generic registry does.
 package memstore

@@ -40,7 +40,7 @@ func widgetConfig() Config {
 		NewFunc:     func() runtime.Object { return &Widget{} },
 		NewListFunc: func() runtime.Object { return &WidgetList{} },
 		AttrFunc:    widgetAttrs,
-		Clock:       newClockWithEpoch(testEpoch),
+		Epoch:       testEpoch,
 	}
 }
 
@@ -197,17 +197,6 @@ func expectClosed(t testing.TB, w watch.Interface) []watch.Event {
 	}
 }
 
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(eventually)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func watcherCount(s *Store) int {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -224,4 +213,12 @@ func terminatedCount(t testing.TB, s *Store) float64 {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// mustReplace is Replace that fails the test on an error.
+func mustReplace(t testing.TB, s *Store, objs []runtime.Object) {
+	t.Helper()
+	if err := s.Replace(objs); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -49,7 +49,7 @@ func TestHistoryKeepsItsWindowThenExpires(t *testing.T) {
 	var rvs []uint64
 	for i := range 5 {
 		rvs = append(rvs, s.ResourceVersion())
-		s.Replace(objs(wid("a", strconv.Itoa(i))))
+		mustReplace(t, s, objs(wid("a", strconv.Itoa(i))))
 	}
 	// Within the window every change is replayable, and exact lists work.
 	w, err := watchFrom(s, rvs[0])
@@ -77,7 +77,7 @@ func TestHistoryKeepsItsWindowThenExpires(t *testing.T) {
 	// A client that relisted resumes exactly from the current RV.
 	last := s.ResourceVersion()
 	w = startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: strconv.FormatUint(last, 10)})
-	s.Replace(objs(wid("a", "after")))
+	mustReplace(t, s, objs(wid("a", "after")))
 	expectEvents(t, w, ev{watch.Modified, "a", "after"})
 }
 
@@ -92,7 +92,7 @@ func TestHistoryIsBoundedByBytes(t *testing.T) {
 	var rvs []uint64
 	for i := range 40 {
 		rvs = append(rvs, s.ResourceVersion())
-		s.Replace([]runtime.Object{big(strconv.Itoa(i))})
+		mustReplace(t, s, []runtime.Object{big(strconv.Itoa(i))})
 	}
 	s.mu.RLock()
 	used, kept := s.historyUsed, len(s.history)

@@ -36,7 +36,7 @@ import (
 // Get returns a copy of the named object. opts.ResourceVersion, if set, is
 // read as "not older than" (like the watch cache): another epoch gives 410,
 // a future one of this epoch the standard too-large error.
-func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+func (s *Store) Get(_ context.Context, name string, opts *metav1.GetOptions) (runtime.Object, error) {
 	var rv uint64
 	if opts != nil {
 		var err error
@@ -44,7 +44,6 @@ func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (
 			return nil, err
 		}
 	}
-	s.clock.waitFresh(ctx, rv)
 	s.mu.RLock()
 	if err := s.checkNotOlderThanLocked(rv); err != nil {
 		s.mu.RUnlock()
@@ -55,11 +54,7 @@ func (s *Store) Get(ctx context.Context, name string, opts *metav1.GetOptions) (
 	if e == nil {
 		return nil, apierrors.NewNotFound(s.resource, name)
 	}
-	obj := e.obj.DeepCopyObject()
-	if s.decorate != nil {
-		s.decorate(obj)
-	}
-	return obj, nil
+	return e.obj.DeepCopyObject(), nil
 }
 
 func (s *Store) findLocked(name string) *entry {
@@ -71,14 +66,14 @@ func (s *Store) findLocked(name string) *entry {
 }
 
 // List returns a copy of the matching objects, sorted by name, in a list
-// whose resourceVersion is the clock's current value (or, for an Exact
+// whose resourceVersion is the store's latest change (or, for an Exact
 // match, the requested one).
 //
 // Limit is ignored: the full result is returned in one page without a
 // continue token (the sets are small and in memory; client-go pagers accept
 // a complete first page). A continue token, which this store never issues,
 // is answered with 410 so a pager falls back to a full list.
-func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+func (s *Store) List(_ context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	if opts == nil {
 		opts = &metainternalversion.ListOptions{}
 	}
@@ -96,19 +91,14 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 
 	var items []*entry
 	var listRV uint64
-	s.clock.waitFresh(ctx, rv)
 	s.mu.RLock()
 	switch opts.ResourceVersionMatch {
 	case "", metav1.ResourceVersionMatchNotOlderThan:
 		err = s.checkNotOlderThanLocked(rv)
-		// All events of this store up to Current() are applied (they are
-		// made under the write lock) and every later one gets a higher RV,
-		// so a watch from listRV neither misses nor repeats an event.
-		items, listRV = s.items, s.clock.Current()
+		// Items and lastRV change together under the write lock, so a
+		// watch from listRV neither misses nor repeats an event.
+		items, listRV = s.items, s.lastRV
 	case metav1.ResourceVersionMatchExact:
-		if err = s.checkHasStateLocked(); err != nil {
-			break
-		}
 		items, err = s.itemsAtLocked(rv)
 		listRV = rv
 	default:
@@ -133,11 +123,6 @@ func (s *Store) List(ctx context.Context, opts *metainternalversion.ListOptions)
 		return nil, apierrors.NewInternalError(err)
 	}
 	list := scratch.DeepCopyObject()
-	if s.decorate != nil {
-		if err := meta.EachListItem(list, func(o runtime.Object) error { s.decorate(o); return nil }); err != nil {
-			return nil, apierrors.NewInternalError(err)
-		}
-	}
 	if err := versioner.UpdateList(list, listRV, "", nil); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
@@ -185,13 +170,13 @@ func (s *Store) parseRV(rv string) (uint64, error) {
 // checkOwnedLocked rejects RVs of other epochs (410) and future RVs of this
 // epoch (the standard "Too large resource version" 504). 0 is never passed.
 func (s *Store) checkOwnedLocked(rv uint64) error {
-	if !s.clock.owns(rv) {
+	if epochOf(rv) != s.epoch {
 		return apierrors.NewResourceExpired(fmt.Sprintf(
-			"resourceVersion %d is not on this server's timeline (epoch %d, current %d): it was issued by a server whose latest changes this one never received",
-			rv, epochOf(rv), s.clock.Epoch()))
+			"resourceVersion %d was not issued by this server (epoch %d, this one's %d): another replica's, or an earlier run's",
+			rv, epochOf(rv), s.epoch))
 	}
-	if cur := s.clock.Current(); rv > cur {
-		return storage.NewTooLargeResourceVersionError(rv, cur, tooLargeRetrySeconds)
+	if rv > s.lastRV {
+		return storage.NewTooLargeResourceVersionError(rv, s.lastRV, tooLargeRetrySeconds)
 	}
 	return nil
 }
@@ -199,25 +184,10 @@ func (s *Store) checkOwnedLocked(rv uint64) error {
 // checkNotOlderThanLocked: any owned RV up to now is satisfied by the
 // current state; 0 means "any".
 func (s *Store) checkNotOlderThanLocked(rv uint64) error {
-	if err := s.checkHasStateLocked(); err != nil {
-		return err
-	}
 	if rv == 0 {
 		return nil
 	}
 	return s.checkOwnedLocked(rv)
-}
-
-// checkHasStateLocked refuses reads on a standby replica that has neither
-// led nor received its leader's snapshot: it has no state to answer from
-// (and no resourceVersion to give it). Such a replica is not ready either.
-func (s *Store) checkHasStateLocked() error {
-	if s.clock.Current() == 0 {
-		// 429 with Retry-After, as the watch cache answers while it
-		// initializes: client-go retries a watch on 429 instead of relisting.
-		return apierrors.NewTooManyRequests(fmt.Sprintf("%s: this replica has not received its leader's state yet", s.resource), unreadyRetrySeconds)
-	}
-	return nil
 }
 
 func tooOld(rv, compacted uint64) error {

@@ -43,8 +43,8 @@ func mustGet(t *testing.T, s *Store, name string) *Widget {
 
 func TestGet(t *testing.T) {
 	s := newWidgetStore(t, nil)
-	s.Replace(objs(wid("a", "red"), wid("b", "blue")))
-	cur := s.clock.Current()
+	mustReplace(t, s, objs(wid("a", "red"), wid("b", "blue")))
+	cur := s.ResourceVersion()
 	tests := []struct {
 		name, obj, rv string
 		check         func(error) bool
@@ -78,7 +78,7 @@ func TestGet(t *testing.T) {
 
 func TestListSelectors(t *testing.T) {
 	s := newWidgetStore(t, nil)
-	s.Replace(objs(wid("a", "red", "tier", "fe"), wid("b", "blue", "tier", "be"), wid("c", "red", "tier", "be"), wid("d", "green")))
+	mustReplace(t, s, objs(wid("a", "red", "tier", "fe"), wid("b", "blue", "tier", "be"), wid("c", "red", "tier", "be"), wid("d", "green")))
 	tests := []struct {
 		name   string
 		labels string
@@ -130,14 +130,14 @@ func mustLabels(t testing.TB, s string) labels.Selector {
 
 func TestListResourceVersion(t *testing.T) {
 	s := newWidgetStore(t, func(c *Config) { c.HistorySize = 2 })
-	s.Replace(objs(wid("a", "red")))
+	mustReplace(t, s, objs(wid("a", "red")))
 	rvA := s.ResourceVersion()
-	s.Replace(objs(wid("a", "red"), wid("b", "blue")))
+	mustReplace(t, s, objs(wid("a", "red"), wid("b", "blue")))
 	rvAB := s.ResourceVersion()
-	s.Replace(objs(wid("a", "green"), wid("b", "blue")))
+	mustReplace(t, s, objs(wid("a", "green"), wid("b", "blue")))
 	rvMod := s.ResourceVersion()
-	s.Replace(objs(wid("b", "blue")))
-	cur := s.clock.Current()
+	mustReplace(t, s, objs(wid("b", "blue")))
+	cur := s.ResourceVersion()
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
 	foreign := f(uint64(otherEpoch)<<32 | 3)
 
@@ -218,7 +218,7 @@ func TestListExactMatchesHistory(t *testing.T) {
 		{wid("b", "red")},
 	}
 	for _, set := range sets {
-		s.Replace(objs(set...))
+		mustReplace(t, s, objs(set...))
 		l := listWidgets(t, s, nil)
 		snapshots[listRV(t, l)] = fmt.Sprint(state(l))
 	}
@@ -237,7 +237,7 @@ func TestShardSelector(t *testing.T) {
 	for i := 0; i < 40; i++ {
 		all = append(all, wid(fmt.Sprintf("w%02d", i), "red"))
 	}
-	s.Replace(objs(all...))
+	mustReplace(t, s, objs(all...))
 	lo := listWidgets(t, s, &metainternalversion.ListOptions{ShardSelector: "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')"})
 	hi := listWidgets(t, s, &metainternalversion.ListOptions{ShardSelector: "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')"})
 	if len(lo.Items) == 0 || len(hi.Items) == 0 || len(lo.Items)+len(hi.Items) != len(all) {

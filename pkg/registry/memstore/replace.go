@@ -25,7 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -40,20 +39,21 @@ type candidate struct {
 // event per difference: ADDED, MODIFIED, or DELETED (carrying a new RV).
 // Objects semantically equal to the stored ones (ignoring resourceVersion,
 // creationTimestamp, uid, generation, managedFields) cause no event and no
-// RV bump. The store owns those metadata fields: uid is UID(resource, name),
+// RV bump. The store owns those fields: uid is UID(resource, name),
 // creationTimestamp is kept from first appearance, generation starts at 1
 // and grows by one per change, managedFields are dropped (nobody writes
 // these objects). objs are deep-copied; the caller keeps ownership.
-// Objects without a name or without object metadata are skipped and
-// reported; of duplicate names the last one wins.
+//
+// Replace is all or nothing: a nil object, one without object metadata or
+// a name, a name given twice, or attributes the AttrFunc cannot read fail
+// the call with an error, and the store keeps its content.
 //
 // Replace never blocks on watchers.
-func (s *Store) Replace(objs []runtime.Object) {
+func (s *Store) Replace(objs []runtime.Object) error {
 	cands := make([]candidate, 0, len(objs))
 	for i, o := range objs {
 		if o == nil {
-			utilruntime.HandleError(fmt.Errorf("memstore %s: Replace: object %d is nil, skipped", s.resource, i))
-			continue
+			return fmt.Errorf("memstore %s: Replace: object %d is nil", s.resource, i)
 		}
 		// A shallow copy is enough to compare (the store-owned metadata is
 		// set on it by assignment, never by mutating shared maps or
@@ -62,26 +62,19 @@ func (s *Store) Replace(objs []runtime.Object) {
 		c := shallowCopy(o)
 		m, err := meta.Accessor(c)
 		if err != nil {
-			utilruntime.HandleError(fmt.Errorf("memstore %s: Replace: object %d: %w, skipped", s.resource, i, err))
-			continue
+			return fmt.Errorf("memstore %s: Replace: object %d: %w", s.resource, i, err)
 		}
 		if m.GetName() == "" {
-			utilruntime.HandleError(fmt.Errorf("memstore %s: Replace: object %d has no name, skipped", s.resource, i))
-			continue
+			return fmt.Errorf("memstore %s: Replace: object %d has no name", s.resource, i)
 		}
 		cands = append(cands, candidate{name: m.GetName(), obj: c, meta: m})
 	}
-	// Stable sort then keep the last of each name: "last one wins".
-	slices.SortStableFunc(cands, func(a, b candidate) int { return strings.Compare(a.name, b.name) })
-	dedup := cands[:0]
-	for i := range cands {
-		if i+1 < len(cands) && cands[i+1].name == cands[i].name {
-			utilruntime.HandleError(fmt.Errorf("memstore %s: Replace: duplicate name %q, last one wins", s.resource, cands[i].name))
-			continue
+	slices.SortFunc(cands, func(a, b candidate) int { return strings.Compare(a.name, b.name) })
+	for i := 1; i < len(cands); i++ {
+		if cands[i].name == cands[i-1].name {
+			return fmt.Errorf("memstore %s: Replace: name %q given twice", s.resource, cands[i].name)
 		}
-		dedup = append(dedup, cands[i])
 	}
-	cands = dedup
 
 	s.replaceMu.Lock()
 	defer s.replaceMu.Unlock()
@@ -109,9 +102,7 @@ func (s *Store) Replace(objs []runtime.Object) {
 			c.meta.SetResourceVersion("")
 			e, err := s.newEntry(c)
 			if err != nil {
-				utilruntime.HandleError(err)
-				j++
-				continue
+				return err
 			}
 			next = append(next, e)
 			changes = append(changes, &event{typ: watch.Added, cur: e})
@@ -130,48 +121,36 @@ func (s *Store) Replace(objs []runtime.Object) {
 				c.meta.SetGeneration(om.GetGeneration() + 1)
 				e, err := s.newEntry(c)
 				if err != nil {
-					utilruntime.HandleError(err)
-					next = append(next, o)
-				} else {
-					next = append(next, e)
-					changes = append(changes, &event{typ: watch.Modified, cur: e, prev: o})
+					return err
 				}
+				next = append(next, e)
+				changes = append(changes, &event{typ: watch.Modified, cur: e, prev: o})
 			}
 			i++
 			j++
 		}
 	}
 	if len(changes) == 0 {
-		return
+		return nil
 	}
 
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.clock
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.leading {
-		// The ViewStore publishes only while leading; a follower's content
-		// comes from its leader alone (Restore, Apply).
-		utilruntime.HandleError(fmt.Errorf("memstore %s: Replace on a following replica ignored", s.resource))
-		return
-	}
-	now := time.Now()
+	now, first := time.Now(), s.lastRV
 	for _, ev := range changes {
-		ev.rv, ev.at = c.nextLocked(), now
+		ev.rv, ev.at = s.nextRVLocked(), now
 		if ev.cur != nil {
 			// Not yet published: nobody else can see ev.cur.obj.
 			if err := versioner.UpdateObject(ev.cur.obj, ev.rv); err != nil {
-				utilruntime.HandleError(fmt.Errorf("memstore %s: setting resourceVersion: %w", s.resource, err))
+				s.lastRV = first
+				return fmt.Errorf("memstore %s: setting resourceVersion: %w", s.resource, err)
 			}
 		}
 	}
 	s.items = next
-	s.lastRV = changes[len(changes)-1].rv
 	s.appendHistoryLocked(changes)
-	c.feedLocked(s, changes)
-	c.advanceLocked(s.lastRV)
 	s.dispatchLocked(changes)
+	return nil
 }
 
 // newEntry deep-copies a candidate (which still shares memory with the
@@ -180,7 +159,7 @@ func (s *Store) newEntry(c candidate) (*entry, error) {
 	obj := c.obj.DeepCopyObject()
 	l, f, err := s.attrFunc(obj)
 	if err != nil {
-		return nil, fmt.Errorf("memstore %s: Replace: attributes of %q: %w, skipped", s.resource, c.name, err)
+		return nil, fmt.Errorf("memstore %s: Replace: attributes of %q: %w", s.resource, c.name, err)
 	}
 	return newStoredEntry(c.name, obj, l, f), nil
 }

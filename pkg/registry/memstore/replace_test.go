@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,7 +54,7 @@ func TestReplaceEvents(t *testing.T) {
 	lastRV := s.ResourceVersion()
 	objRV := map[string]uint64{}
 	for _, step := range steps {
-		s.Replace(objs(step.set...))
+		mustReplace(t, s, objs(step.set...))
 		if len(step.want) == 0 {
 			if got := s.ResourceVersion(); got != lastRV {
 				t.Fatalf("%s: RV bumped %d → %d without a change", step.name, lastRV, got)
@@ -85,7 +86,7 @@ func TestReplaceIgnoresStoreOwnedMetadata(t *testing.T) {
 	s := newWidgetStore(t, nil)
 	now := time.Date(2030, 1, 2, 3, 4, 5, 600, time.UTC)
 	s.now = func() time.Time { return now }
-	s.Replace(objs(wid("a", "red", "k", "v")))
+	mustReplace(t, s, objs(wid("a", "red", "k", "v")))
 	before, err := s.Get(context.Background(), "a", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -103,7 +104,7 @@ func TestReplaceIgnoresStoreOwnedMetadata(t *testing.T) {
 	x.Generation = 9
 	x.CreationTimestamp = metav1.NewTime(time.Unix(1000, 0))
 	x.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "m"}}
-	s.Replace(objs(x))
+	mustReplace(t, s, objs(x))
 	if got := s.ResourceVersion(); got != rv {
 		t.Fatalf("RV bumped %d → %d for a metadata-only difference", rv, got)
 	}
@@ -114,7 +115,7 @@ func TestReplaceIgnoresStoreOwnedMetadata(t *testing.T) {
 
 	// A real change keeps uid and creationTimestamp, bumps generation.
 	now = now.Add(time.Hour) // so a reset creationTimestamp would differ
-	s.Replace(objs(wid("a", "blue", "k", "v")))
+	mustReplace(t, s, objs(wid("a", "blue", "k", "v")))
 	after, _ := s.Get(context.Background(), "a", nil)
 	a := after.(*Widget)
 	if a.UID != b.UID || !a.CreationTimestamp.Equal(&b.CreationTimestamp) || a.Generation != 2 || a.ManagedFields != nil {
@@ -126,8 +127,8 @@ func TestReplaceIgnoresStoreOwnedMetadata(t *testing.T) {
 	}
 
 	// Deleted then re-added: same (deterministic) uid, new creationTimestamp.
-	s.Replace(nil)
-	s.Replace(objs(wid("a", "blue")))
+	mustReplace(t, s, nil)
+	mustReplace(t, s, objs(wid("a", "blue")))
 	again, _ := s.Get(context.Background(), "a", nil)
 	g := again.(*Widget)
 	if g.UID != b.UID || g.Generation != 1 || g.CreationTimestamp.Equal(&b.CreationTimestamp) {
@@ -135,11 +136,29 @@ func TestReplaceIgnoresStoreOwnedMetadata(t *testing.T) {
 	}
 }
 
-func TestReplaceSkipsInvalidAndLastDuplicateWins(t *testing.T) {
+// Bad input fails the whole Replace with an error that says what is
+// wrong, and the store keeps its content.
+func TestReplaceRejectsBadInputWhole(t *testing.T) {
 	s := newWidgetStore(t, nil)
-	s.Replace([]runtime.Object{nil, wid("", "red"), wid("a", "red"), wid("a", "blue"), &metav1.Status{}})
-	if got := state(listWidgets(t, s, nil)); fmt.Sprint(got) != "map[a:blue]" {
-		t.Fatalf("state %v", got)
+	mustReplace(t, s, objs(wid("a", "red")))
+	rv := s.ResourceVersion()
+	for _, tc := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"nil", []runtime.Object{wid("b", "red"), nil}, "object 1 is nil"},
+		{"no name", []runtime.Object{wid("b", "red"), wid("", "red")}, "object 1 has no name"},
+		{"no metadata", []runtime.Object{&metav1.Status{}}, "object 0"},
+		{"duplicate", []runtime.Object{wid("b", "red"), wid("b", "blue")}, `name "b" given twice`},
+	} {
+		err := s.Replace(tc.objs)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error containing %q", tc.name, err, tc.want)
+		}
+	}
+	if got := state(listWidgets(t, s, nil)); fmt.Sprint(got) != "map[a:red]" || s.ResourceVersion() != rv {
+		t.Fatalf("after rejected Replaces: state %v at %d, want map[a:red] at %d", got, s.ResourceVersion(), rv)
 	}
 }
 
@@ -186,9 +205,9 @@ func TestUIDDeterministic(t *testing.T) {
 
 	// Two replicas (different epochs) agree on uids and differ on RVs.
 	r1 := newWidgetStore(t, nil)
-	r2 := newWidgetStore(t, func(c *Config) { c.Clock = newClockWithEpoch(otherEpoch) })
+	r2 := newWidgetStore(t, func(c *Config) { c.Epoch = otherEpoch })
 	for _, r := range []*Store{r1, r2} {
-		r.Replace(objs(wid("a", "red")))
+		mustReplace(t, r, objs(wid("a", "red")))
 	}
 	o1, _ := r1.Get(context.Background(), "a", nil)
 	o2, _ := r2.Get(context.Background(), "a", nil)
@@ -203,7 +222,7 @@ func TestUIDDeterministic(t *testing.T) {
 func TestCallersNeverShareMemory(t *testing.T) {
 	s := newWidgetStore(t, nil)
 	in := wid("a", "red", "k", "v")
-	s.Replace(objs(in))
+	mustReplace(t, s, objs(in))
 	w := startWatch(t, s, nil) // synthetic ADDED copy
 	in.Spec.Tags[0] = "mutated-input"
 	in.Labels["k"] = "mutated-input"

@@ -15,6 +15,10 @@
 package memstore
 
 import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -54,8 +58,11 @@ type Config struct {
 	// AttrFunc returns labels and fields for selectors.
 	// Default storage.DefaultClusterScopedAttr.
 	AttrFunc storage.AttrFunc
-	// Clock is shared by all stores of a process. Default: a private clock.
-	Clock *Clock
+	// Epoch is the high bits of every resourceVersion the store issues
+	// (1..2^30-1). Default: drawn at random, which is what keeps another
+	// replica's resourceVersions, and this process's next run's, apart
+	// (410 Gone); tests set it.
+	Epoch uint32
 	// The history serves watch-from-RV replay and exact-RV lists. An event
 	// leaves it when it is older than HistoryWindow (default 75 s), when
 	// the objects it alone keeps alive (the versions it superseded) and
@@ -74,11 +81,6 @@ type Config struct {
 	// watchers together hold no more than the fullest one.
 	WatcherBuffer      int
 	WatcherBufferBytes int64
-	// Decorate, when set, completes a private copy of an object each time
-	// it is read (Get, List, watch events): for fields that are derived at
-	// read time rather than stored. A watch event is decorated once, when
-	// first delivered, and shared by all its watchers.
-	Decorate func(runtime.Object)
 	// BookmarkInterval is the period of BOOKMARK events for watchers that
 	// allow them. Default 10s.
 	BookmarkInterval time.Duration
@@ -94,8 +96,7 @@ type Store struct {
 	newFunc      func() runtime.Object
 	newListFunc  func() runtime.Object
 	attrFunc     storage.AttrFunc
-	clock        *Clock
-	decorate     func(runtime.Object)
+	epoch        uint32
 	historySize  int
 	historyBytes int64
 	historyAge   time.Duration
@@ -113,7 +114,7 @@ type Store struct {
 	// items is sorted by name and never modified in place (copy on write),
 	// so List and Watch take it under the read lock and use it afterwards.
 	items []*entry
-	// lastRV is the RV of this store's latest change (or the clock at New).
+	// lastRV is the RV of this store's latest change (epoch<<32 at New).
 	lastRV uint64
 	// history holds the latest events in RV order; compactedRV is the RV of
 	// the newest event dropped from it (0: none). A watch from X is
@@ -129,6 +130,45 @@ type Store struct {
 
 var versioner = storage.APIObjectVersioner{}
 
+// A resourceVersion is epoch<<32 | counter: the counter counts the
+// store's changes, the epoch tells its RVs from another replica's (and
+// from this process's earlier runs), which get 410 Gone, so client-go
+// relists instead of reading them as a point of this store's history. Two
+// stores drawing one epoch is a 1 in 2^30 chance; 30 bits keep every RV
+// below 2^62, so it also fits an int64.
+const (
+	epochBits   = 30
+	counterBits = 32
+	epochMask   = 1<<epochBits - 1
+)
+
+func randomEpoch() uint32 {
+	var b [4]byte
+	for {
+		// crypto/rand does not fail on supported platforms (since Go 1.24
+		// it crashes the program itself).
+		_, _ = rand.Read(b[:])
+		if e := binary.BigEndian.Uint32(b[:]) & epochMask; e != 0 {
+			return e
+		}
+	}
+}
+
+func epochOf(rv uint64) uint32 { return uint32(rv >> counterBits) }
+
+// nextRVLocked is the resourceVersion of the store's next change; s.mu is
+// held for writing.
+func (s *Store) nextRVLocked() uint64 {
+	if uint32(s.lastRV) == math.MaxUint32 {
+		// 4.29e9 changes in one run: far beyond the expected rate (a few
+		// per minute). Wrapping would break monotonicity; a restart draws
+		// a new epoch and every client relists, so fail loudly.
+		panic("memstore: resourceVersion counter exhausted; restart the process")
+	}
+	s.lastRV++
+	return s.lastRV
+}
+
 // New returns a started Store. Call Stop to end its watchers and its
 // bookmark timer.
 func New(cfg Config) *Store {
@@ -140,8 +180,7 @@ func New(cfg Config) *Store {
 		newFunc:      cfg.NewFunc,
 		newListFunc:  cfg.NewListFunc,
 		attrFunc:     cfg.AttrFunc,
-		clock:        cfg.Clock,
-		decorate:     cfg.Decorate,
+		epoch:        cfg.Epoch,
 		historySize:  cfg.HistorySize,
 		historyBytes: cfg.HistoryBytes,
 		historyAge:   cfg.HistoryWindow,
@@ -156,8 +195,11 @@ func New(cfg Config) *Store {
 	if s.attrFunc == nil {
 		s.attrFunc = storage.DefaultClusterScopedAttr
 	}
-	if s.clock == nil {
-		s.clock = NewClock()
+	if s.epoch == 0 {
+		s.epoch = randomEpoch()
+	}
+	if s.epoch > epochMask {
+		panic(fmt.Sprintf("memstore: epoch %d outside 1..%d", s.epoch, epochMask))
 	}
 	if s.since == nil {
 		s.since = time.Since
@@ -178,15 +220,14 @@ func New(cfg Config) *Store {
 	if s.bookmarkTick <= 0 {
 		s.bookmarkTick = defaultBookmarkInterval
 	}
-	s.lastRV = s.clock.Current()
-	s.clock.register(s)
+	s.lastRV = uint64(s.epoch) << counterBits
 	go s.bookmarkLoop()
 	return s
 }
 
 // ResourceVersion returns the resourceVersion of this store's latest change
-// (the clock's value at New if nothing changed since). An unchanged Replace
-// leaves it as it was.
+// (epoch<<32 if nothing changed yet). An unchanged Replace leaves it as it
+// was.
 func (s *Store) ResourceVersion() uint64 {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -15,11 +15,14 @@
 package memstore
 
 import (
+	"context"
+	"strconv"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 func TestTestTypesAreRuntimeObjects(t *testing.T) {
@@ -31,50 +34,48 @@ func TestTestTypesAreRuntimeObjects(t *testing.T) {
 	}
 }
 
-func TestClock(t *testing.T) {
-	for i := 0; i < 50; i++ {
-		c := NewClock()
-		if e := c.Epoch(); e == 0 || e > epochMask {
+func TestEpochs(t *testing.T) {
+	for range 50 {
+		s := New(Config{NewFunc: widgetConfig().NewFunc, NewListFunc: widgetConfig().NewListFunc})
+		s.Stop()
+		if e := s.epoch; e == 0 || e > epochMask {
 			t.Fatalf("epoch %d outside 1..2^30-1", e)
 		}
-		if c.Current() == 0 || !c.owns(c.Current()) {
-			t.Fatalf("initial Current %d must be non-zero and owned", c.Current())
+		if rv := s.ResourceVersion(); epochOf(rv) != s.epoch || uint32(rv) != 0 {
+			t.Fatalf("initial resourceVersion %d is not epoch<<32", rv)
 		}
 	}
-	c := newClockWithEpoch(testEpoch)
-	prev := c.Current()
-	for i := 0; i < 100; i++ {
-		c.mu.Lock()
-		rv := c.nextLocked()
-		c.mu.Unlock()
-		if rv <= prev || rv != c.Current() || !c.owns(rv) || rv>>62 != 0 {
-			t.Fatalf("rv %d after %d: not monotonic/owned/below 2^62", rv, prev)
+	s := newWidgetStore(t, nil)
+	prev := s.ResourceVersion()
+	for i := range 100 {
+		mustReplace(t, s, objs(wid("a", strconv.Itoa(i))))
+		rv := s.ResourceVersion()
+		if rv <= prev || epochOf(rv) != testEpoch || rv>>62 != 0 {
+			t.Fatalf("rv %d after %d: not monotonic, of another epoch, or not below 2^62", rv, prev)
 		}
 		prev = rv
 	}
-	if c.owns(uint64(otherEpoch)<<32|5) || c.owns(5) {
-		t.Fatal("foreign RVs reported as owned")
-	}
 }
 
-func TestSharedClockAcrossStores(t *testing.T) {
-	clock := newClockWithEpoch(testEpoch)
-	a := newWidgetStore(t, func(c *Config) { c.Clock = clock })
-	b := newWidgetStore(t, func(c *Config) { c.Clock = clock })
-	a.Replace(objs(wid("x", "red")))
-	la := listWidgets(t, a, nil)
-	b.Replace(objs(wid("y", "red")))
-	if b.ResourceVersion() <= a.ResourceVersion() {
-		t.Fatal("RVs not monotonic across stores of one clock")
+// Another store's resourceVersions (another replica's, or an earlier run's:
+// another epoch) are 410 Gone everywhere a resourceVersion is read, never
+// a point in this store's history.
+func TestForeignResourceVersionIsGone(t *testing.T) {
+	a := newWidgetStore(t, nil)
+	b := newWidgetStore(t, func(c *Config) { c.Epoch = otherEpoch })
+	for _, s := range []*Store{a, b} {
+		mustReplace(t, s, objs(wid("x", "red")))
+		mustReplace(t, s, objs(wid("x", "blue")))
 	}
-	lb := listWidgets(t, a, nil)
-	if listRV(t, lb) <= listRV(t, la) {
-		t.Fatal("list RV did not follow the shared clock")
-	}
-	a.Replace(objs(wid("x", "blue")))
-	// Watching a from either list RV sees exactly a's one later change.
-	for _, l := range []*WidgetList{la, lb} {
-		w := startWatch(t, a, &metainternalversion.ListOptions{ResourceVersion: l.ResourceVersion})
-		expectEvents(t, w, ev{watch.Modified, "x", "blue"})
+	foreign := strconv.FormatUint(b.ResourceVersion()-1, 10)
+	ctx := context.Background()
+	_, errGet := a.Get(ctx, "x", &metav1.GetOptions{ResourceVersion: foreign})
+	_, errList := a.List(ctx, &metainternalversion.ListOptions{ResourceVersion: foreign})
+	_, errExact := a.List(ctx, &metainternalversion.ListOptions{ResourceVersion: foreign, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
+	_, errWatch := a.Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: foreign})
+	for what, err := range map[string]error{"get": errGet, "list": errList, "exact list": errExact, "watch": errWatch} {
+		if !apierrors.IsResourceExpired(err) && !apierrors.IsGone(err) {
+			t.Errorf("%s from another store's resourceVersion: %v, want 410", what, err)
+		}
 	}
 }

@@ -68,7 +68,6 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 		return nil, err
 	}
 	initial := opts.SendInitialEvents
-	s.clock.waitFresh(ctx, rv)
 
 	w := &watcher{
 		s:         s,
@@ -86,9 +85,6 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 		// from its resourceVersion instead of relisting.
 		return nil, apierrors.NewTooManyRequests(fmt.Sprintf("storage for %s is shutting down", s.resource), unreadyRetrySeconds)
 	}
-	if err := s.checkHasStateLocked(); err != nil {
-		return nil, err
-	}
 	switch {
 	case initial != nil && *initial:
 		if err := s.checkNotOlderThanLocked(rv); err != nil {
@@ -96,7 +92,7 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 		}
 		w.snapshot = s.items
 		if pred.AllowWatchBookmarks {
-			w.endRV = s.clock.Current()
+			w.endRV = s.lastRV
 		}
 	case rv == 0 && initial == nil:
 		w.snapshot = s.items
@@ -130,8 +126,8 @@ func (s *Store) Watch(ctx context.Context, opts *metainternalversion.ListOptions
 }
 
 // delivery is one event as watchers receive it. A live change's deliveries
-// are shared by all watchers of the store, so its objects are copied,
-// decorated and encoded once however many watchers get them.
+// are shared by all watchers of the store, so its objects are wrapped and
+// encoded once however many watchers get them.
 type delivery struct {
 	s  *Store
 	ev *event
@@ -154,19 +150,14 @@ func (d *delivery) deleted(ctx context.Context) runtime.Object {
 	return d.del
 }
 
-// readable is a stored object as readers get it: decorated, at rv when
-// rv is not 0, wrapped so its encodings are cached. Only a changed or
-// decorated object is copied; the wrapper hands encoders a copy anyway.
+// readable is a stored object as watchers get it: at rv when rv is not 0
+// (a copy), wrapped so its encodings are cached. The wrapper hands
+// encoders a copy anyway.
 func (s *Store) readable(ctx context.Context, obj runtime.Object, rv uint64) runtime.Object {
-	if s.decorate != nil || rv != 0 {
+	if rv != 0 {
 		obj = obj.DeepCopyObject()
-		if rv != 0 {
-			if err := versioner.UpdateObject(obj, rv); err != nil {
-				utilruntime.HandleErrorWithContext(ctx, err, "memstore: setting the resourceVersion of an event object", "resource", s.resource.String())
-			}
-		}
-		if s.decorate != nil {
-			s.decorate(obj)
+		if err := versioner.UpdateObject(obj, rv); err != nil {
+			utilruntime.HandleErrorWithContext(ctx, err, "memstore: setting the resourceVersion of an event object", "resource", s.resource.String())
 		}
 	}
 	return newCachedObject(obj)

@@ -64,10 +64,10 @@ func TestWatchStartingPoints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newWidgetStore(t, nil)
-			s.Replace(objs(initial...))
-			snapshotRV := s.clock.Current()
+			mustReplace(t, s, objs(initial...))
+			snapshotRV := s.ResourceVersion()
 			w := startWatch(t, s, &tt.opts)
-			s.Replace(objs(live...))
+			mustReplace(t, s, objs(live...))
 
 			expectEvents(t, w, tt.wantInitial...)
 			if tt.wantEndMark {
@@ -107,7 +107,7 @@ func TestWatchFromResourceVersionReplaysExactly(t *testing.T) {
 	}
 	var listRVs []string
 	for _, set := range sets {
-		s.Replace(objs(set...))
+		mustReplace(t, s, objs(set...))
 		listRVs = append(listRVs, listWidgets(t, s, nil).ResourceVersion)
 	}
 	var history []ev
@@ -134,9 +134,9 @@ func TestWatchFromResourceVersionReplaysExactly(t *testing.T) {
 			w := startWatch(t, s, &metainternalversion.ListOptions{ResourceVersion: from})
 			expectEvents(t, w, want...)
 			// Nothing else before a fresh change.
-			s.Replace(objs(wid("c", "green"), wid("d", "red"), sentinel(from)))
+			mustReplace(t, s, objs(wid("c", "green"), wid("d", "red"), sentinel(from)))
 			expectEvents(t, w, ev{watch.Added, "zz-sentinel", from})
-			s.Replace(objs(wid("c", "green"), wid("d", "red")))
+			mustReplace(t, s, objs(wid("c", "green"), wid("d", "red")))
 			expectEvents(t, w, ev{watch.Deleted, "zz-sentinel", from})
 			// Keep later subtests' expectations: drop the sentinel events
 			// from the picture by remembering them as history too.
@@ -148,13 +148,13 @@ func TestWatchFromResourceVersionReplaysExactly(t *testing.T) {
 
 func TestWatchResourceVersionErrors(t *testing.T) {
 	s := newWidgetStore(t, func(c *Config) { c.HistorySize = 3 })
-	s.Replace(objs(wid("a", "red")))
+	mustReplace(t, s, objs(wid("a", "red")))
 	early := s.ResourceVersion()
 	for i := 0; i < 5; i++ {
-		s.Replace(objs(wid("a", fmt.Sprint(i))))
+		mustReplace(t, s, objs(wid("a", fmt.Sprint(i))))
 	}
 	f := func(v uint64) string { return strconv.FormatUint(v, 10) }
-	cur := s.clock.Current()
+	cur := s.ResourceVersion()
 	tests := []struct {
 		name  string
 		opts  metainternalversion.ListOptions
@@ -193,7 +193,7 @@ func TestWatchResourceVersionErrors(t *testing.T) {
 
 func TestWatchSelectorTransitions(t *testing.T) {
 	s := newWidgetStore(t, nil)
-	s.Replace(objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")))
+	mustReplace(t, s, objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")))
 	tests := []struct {
 		name string
 		opts metainternalversion.ListOptions
@@ -219,7 +219,7 @@ func TestWatchSelectorTransitions(t *testing.T) {
 			}
 			for i, st := range steps {
 				before := s.ResourceVersion()
-				s.Replace(objs(st.set...))
+				mustReplace(t, s, objs(st.set...))
 				for _, e := range expectEvents(t, w, st.want...) {
 					if rv := rvOf(t, e.Object); rv <= before || rv > s.ResourceVersion() {
 						t.Fatalf("step %d: %s carries RV %d, want the event's RV in (%d, %d]", i, e.Type, rv, before, s.ResourceVersion())
@@ -227,9 +227,9 @@ func TestWatchSelectorTransitions(t *testing.T) {
 				}
 			}
 			// Nothing extra was emitted for the non-matching change.
-			s.Replace(objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x"), sentinel("red")))
+			mustReplace(t, s, objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x"), sentinel("red")))
 			expectEvents(t, w, ev{watch.Added, "zz-sentinel", "red"})
-			s.Replace(objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")))
+			mustReplace(t, s, objs(wid("a", "blue", "team", "x"), wid("b", "red", "team", "x")))
 			expectEvents(t, w, ev{watch.Deleted, "zz-sentinel", "red"})
 		})
 	}

@@ -54,10 +54,6 @@ func (w *watcher) Stop() { w.stopNow() }
 
 func (w *watcher) stopNow() { w.stopOnce.Do(func() { close(w.stopCh) }) }
 
-// endAfterQueue ends the watch after what it has queued (the caller holds
-// the store's write lock and removes it from the store's set).
-func (w *watcher) endAfterQueue() { close(w.in) }
-
 // drain drops what is still queued, once the watcher left the store's set
 // (nothing is sent to it any more): a watch value its consumer keeps must
 // not keep the events alive.

@@ -31,15 +31,17 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/storage"
+
+	"sigs.k8s.io/peerdiscovery/test/poll"
 )
 
 func TestPeriodicBookmarks(t *testing.T) {
 	s := newWidgetStore(t, func(c *Config) { c.BookmarkInterval = 5 * time.Millisecond })
-	s.Replace(objs(wid("a", "red")))
+	mustReplace(t, s, objs(wid("a", "red")))
 	withBM := startWatch(t, s, &metainternalversion.ListOptions{AllowWatchBookmarks: true, SendInitialEvents: ptr(false)})
 	without := startWatch(t, s, &metainternalversion.ListOptions{SendInitialEvents: ptr(false)})
 
-	s.Replace(objs(wid("a", "blue")))
+	mustReplace(t, s, objs(wid("a", "blue")))
 	changeRV := s.ResourceVersion()
 	var lastRV uint64
 	sawEvent := false
@@ -73,7 +75,7 @@ func TestPeriodicBookmarks(t *testing.T) {
 		t.Fatal("change not delivered between bookmarks")
 	}
 	// The watcher that did not ask for bookmarks gets none.
-	s.Replace(objs(wid("a", "blue"), sentinel("red")))
+	mustReplace(t, s, objs(wid("a", "blue"), sentinel("red")))
 	for _, e := range []watch.Event{next(t, without), next(t, without)} {
 		if e.Type == watch.Bookmark {
 			t.Fatal("bookmark sent to a watcher that did not allow them")
@@ -95,7 +97,7 @@ func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
 	writer := make(chan error, 1)
 	go func() {
 		for i := 0; i < changes; i++ {
-			s.Replace(objs(wid("a", strconv.Itoa(i))))
+			mustReplace(t, s, objs(wid("a", strconv.Itoa(i))))
 			want := ev{watch.Added, "a", "0"}
 			if i > 0 {
 				want = ev{watch.Modified, "a", strconv.Itoa(i)}
@@ -127,7 +129,7 @@ func TestSlowWatcherIsEndedWithoutBlockingOthers(t *testing.T) {
 	if got := expectClosed(t, slow); len(got) != 0 {
 		t.Fatalf("a terminated watcher delivered %d queued events, want none", len(got))
 	}
-	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
+	poll.Eventually(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
 	if got := terminatedCount(t, s) - terminated; got != 1 {
 		t.Fatalf("terminated watchers metric grew by %v, want 1", got)
 	}
@@ -152,15 +154,15 @@ func TestWatcherOverItsByteBudgetIsEnded(t *testing.T) {
 		return w
 	}
 	for i := range 3 {
-		s.Replace([]runtime.Object{big(strconv.Itoa(i))})
+		mustReplace(t, s, []runtime.Object{big(strconv.Itoa(i))})
 		nextNonBookmark(t, live)
 	}
 	if got := expectClosed(t, slow); len(got) != 0 {
 		t.Fatalf("a terminated watcher delivered %d events, want none", len(got))
 	}
-	waitFor(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
+	poll.Eventually(t, "slow watcher to be forgotten", func() bool { return watcherCount(s) == 1 })
 	// The one that kept up is still served.
-	s.Replace([]runtime.Object{big("3")})
+	mustReplace(t, s, []runtime.Object{big("3")})
 	expectEvents(t, live, ev{watch.Modified, "a", "3"})
 }
 
@@ -178,7 +180,7 @@ func TestWatchEnds(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newWidgetStore(t, nil)
-			s.Replace(objs(wid("a", "red")))
+			mustReplace(t, s, objs(wid("a", "red")))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			w, err := s.Watch(ctx, &tt.opts)
@@ -191,8 +193,8 @@ func TestWatchEnds(t *testing.T) {
 			if tt.name != "timeoutSeconds" && len(got) != 0 {
 				t.Fatalf("events after the end: %v", got)
 			}
-			waitFor(t, "watcher to be forgotten", func() bool { return watcherCount(s) == 0 })
-			s.Replace(objs(wid("a", "blue"))) // the writer is unaffected
+			poll.Eventually(t, "watcher to be forgotten", func() bool { return watcherCount(s) == 0 })
+			mustReplace(t, s, objs(wid("a", "blue"))) // the writer is unaffected
 		})
 	}
 }
@@ -210,7 +212,7 @@ func TestStopEndsAllWatchersAndRefusesNew(t *testing.T) {
 	if _, err := s.Watch(context.Background(), nil); !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("Watch after Stop: %v", err)
 	}
-	s.Replace(objs(wid("a", "red")))
+	mustReplace(t, s, objs(wid("a", "red")))
 	if n := len(listWidgets(t, s, nil).Items); n != 1 {
 		t.Fatalf("List after Stop: %d items", n)
 	}
@@ -236,7 +238,7 @@ func TestConcurrentWatchersStayConsistent(t *testing.T) {
 		}
 		return set
 	}
-	s.Replace(objs(randomSet(rand.New(rand.NewSource(1)))...))
+	mustReplace(t, s, objs(randomSet(rand.New(rand.NewSource(1)))...))
 
 	const watchers = 32
 	const rounds = 80
@@ -343,7 +345,9 @@ func TestConcurrentWatchersStayConsistent(t *testing.T) {
 			defer writers.Done()
 			r := rand.New(rand.NewSource(seed))
 			for j := 0; j < rounds; j++ {
-				s.Replace(objs(randomSet(r)...))
+				if err := s.Replace(objs(randomSet(r)...)); err != nil {
+					t.Error(err)
+				}
 			}
 		}(int64(k + 2))
 	}
@@ -351,7 +355,7 @@ func TestConcurrentWatchersStayConsistent(t *testing.T) {
 	// A final change every watcher sees: it matches every selector and
 	// sorts last, so it is the final Replace's last event.
 	final := append(randomSet(rand.New(rand.NewSource(99))), wid("zz-done", "red", "shard", "0"))
-	s.Replace(objs(final...))
+	mustReplace(t, s, objs(final...))
 	finalRV := s.ResourceVersion()
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()

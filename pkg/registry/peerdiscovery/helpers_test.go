@@ -20,6 +20,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/registry/rest"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -28,12 +29,21 @@ import (
 
 var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 
-// newTestView is a leading ViewStore on a fake clock, stopped with the test.
-func newTestView(t *testing.T) *ViewStore {
+// testView is the registry as the server assembles it: the stores, the
+// Publisher on a fake clock, and the REST storage over both.
+type testView struct {
+	stores    *Stores
+	publisher *Publisher
+	storage   map[string]rest.Storage
+}
+
+// newTestView is a testView whose stores stop with the test.
+func newTestView(t *testing.T) *testView {
 	t.Helper()
-	v := NewViewStore(2*time.Minute, clocktesting.NewFakePassiveClock(testNow), false)
-	t.Cleanup(v.Stop)
-	return v
+	stores := NewStores()
+	t.Cleanup(stores.Stop)
+	p := NewPublisher(stores, clocktesting.NewFakePassiveClock(testNow))
+	return &testView{stores: stores, publisher: p, storage: Storage(stores, p)}
 }
 
 // testPeer is a registered APIServerPeer, ready or not.
@@ -66,7 +76,7 @@ func testRoute(group, version, resource string, servedByAll bool, peers ...strin
 		Status:     v1alpha1.PeerRoutingTableStatus{ServedByAll: servedByAll, TotalPeers: int32(len(peers))},
 	}
 	for _, id := range peers {
-		t.Status.Peers = append(t.Status.Peers, v1alpha1.RoutingPeer{ServerID: id, Endpoint: id + ".example:6443", Ready: true})
+		t.Status.Peers = append(t.Status.Peers, v1alpha1.RoutingPeer{ServerID: id, Endpoint: id + ".example:6443"})
 	}
 	return t
 }
@@ -84,9 +94,9 @@ func testOutput(bReady bool) compute.Output {
 	}
 }
 
-func publish(t *testing.T, v *ViewStore, out compute.Output) {
+func publish(t *testing.T, v *testView, out compute.Output) {
 	t.Helper()
-	if err := v.Publish(out); err != nil {
+	if err := v.publisher.Publish(out); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -26,7 +26,7 @@ var (
 	viewUpdated = metrics.NewGauge(&metrics.GaugeOpts{
 		Namespace:      "peerdiscovery",
 		Name:           "view_last_update_timestamp_seconds",
-		Help:           "Unix time of the last view this replica computed (leader) or heard of from the leader (follower). /readyz fails when it is older than --stale-after.",
+		Help:           "Unix time of the last view this replica computed. /readyz fails when it is older than --stale-after.",
 		StabilityLevel: metrics.ALPHA,
 	})
 	registerOnce sync.Once

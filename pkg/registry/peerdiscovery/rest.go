@@ -13,14 +13,16 @@
 // limitations under the License.
 
 // Package peerdiscovery holds the REST storage of the peerdiscovery.k8s.io
-// resources: read-only views over in-memory stores that the peer engine fills
-// through Publish, and the create-only RouteReview.
+// resources: read-only views over in-memory stores (Stores) that the peer
+// engine fills through the Publisher, and the create-only RouteReview,
+// decided on the Publisher's last view.
 package peerdiscovery
 
 import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	api "sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery"
 	"sigs.k8s.io/peerdiscovery/pkg/registry/memstore"
 )
 
@@ -53,9 +55,29 @@ var (
 func (r *readOnlyREST) New() runtime.Object     { return r.newFunc() }
 func (r *readOnlyREST) NewList() runtime.Object { return r.newListFunc() }
 
-// Destroy is a no-op: the store is stopped by its owner, the ViewStore.
+// Destroy is a no-op: the stores are stopped by their owner (Stores.Stop).
 func (r *readOnlyREST) Destroy()                {}
 func (r *readOnlyREST) NamespaceScoped() bool   { return false }
 func (r *readOnlyREST) GetSingularName() string { return r.singular }
 func (r *readOnlyREST) ShortNames() []string    { return r.shortNames }
 func (r *readOnlyREST) Categories() []string    { return []string{Category} }
+
+// Storage returns the REST storage of the group's v1alpha1 resources:
+// the stores, and RouteReviews decided on view's last view.
+func Storage(stores *Stores, view *Publisher) map[string]rest.Storage {
+	return map[string]rest.Storage{
+		"apiserverpeers": &readOnlyREST{
+			Store: stores.Peers, TableConvertor: peerTable, singular: "apiserverpeer", shortNames: []string{"asp"},
+			newFunc: func() runtime.Object { return &api.APIServerPeer{} }, newListFunc: func() runtime.Object { return &api.APIServerPeerList{} },
+		},
+		"peeraggregateddiscoveries": &readOnlyREST{
+			Store: stores.Discovery, TableConvertor: discoveryTable, singular: "peeraggregateddiscovery", shortNames: []string{"pad"},
+			newFunc: func() runtime.Object { return &api.PeerAggregatedDiscovery{} }, newListFunc: func() runtime.Object { return &api.PeerAggregatedDiscoveryList{} },
+		},
+		"peerroutingtables": &readOnlyREST{
+			Store: stores.Routes, TableConvertor: routingTableTable(view), singular: "peerroutingtable", shortNames: []string{"prt"},
+			newFunc: func() runtime.Object { return &api.PeerRoutingTable{} }, newListFunc: func() runtime.Object { return &api.PeerRoutingTableList{} },
+		},
+		"routereviews": &routeReviewREST{view: view},
+	}
+}

@@ -39,7 +39,14 @@ const reviewRetryAfterSeconds = 5
 // only, nothing stored, the answer in status. It is in no category: `kubectl
 // get peerdiscovery` lists, and a review cannot be listed.
 type routeReviewREST struct {
-	view *ViewStore
+	view viewSource
+}
+
+// viewSource is the last published view: what reviews are decided on.
+type viewSource interface {
+	// Routing returns the decision table and the APIServerPeers, sorted by
+	// server ID, and whether a view was published.
+	Routing() (*routing.Table, []v1alpha1.APIServerPeer, bool)
 }
 
 var (
@@ -62,9 +69,9 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 		return nil, apierrors.NewBadRequest("not a RouteReview")
 	}
 	errs := validateRouteReviewSpec(&review.Spec)
-	table, peers, unavailable := r.inputs(ctx)
+	table, peers, unavailable := r.inputs()
 	var source *v1alpha1.APIServerPeer
-	if unavailable == "" && review.Spec.SourcePeer != "" && len(errs) == 0 {
+	if unavailable == nil && review.Spec.SourcePeer != "" && len(errs) == 0 {
 		var notFound *field.Error
 		if source, notFound = findSource(peers, review.Spec.SourcePeer); notFound != nil {
 			errs = append(errs, notFound)
@@ -77,8 +84,8 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 		// else checks it): bounded like the values.
 		return nil, apierrors.NewInvalid(api.Kind("RouteReview"), echo(review.Name), errs)
 	}
-	if unavailable != "" {
-		return nil, serviceUnavailable("RouteReview cannot be decided yet: " + unavailable)
+	if unavailable != nil {
+		return nil, unavailable
 	}
 	if createValidation != nil {
 		if err := createValidation(ctx, obj.DeepCopyObject()); err != nil {
@@ -102,31 +109,16 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 }
 
 // inputs returns the routing table and the APIServerPeers (sorted by
-// server ID) to decide on, or why there are none.
-func (r *routeReviewREST) inputs(ctx context.Context) (*routing.Table, []v1alpha1.APIServerPeer, string) {
-	table, published := r.view.RoutingTable()
-	if !published {
-		if r.view.Leading() {
-			return nil, nil, "no routing view computed yet (the peer engine has not published one since this server started)"
-		}
-		return nil, nil, "no routing state received from the leader yet"
+// server ID) to decide on, or the 503 that says why there are none.
+func (r *routeReviewREST) inputs() (*routing.Table, []v1alpha1.APIServerPeer, error) {
+	table, peers, published := r.view.Routing()
+	switch {
+	case !published:
+		return nil, nil, serviceUnavailable("RouteReview cannot be decided yet: no routing view computed yet (the peer engine has not published one since this server started)")
+	case len(peers) == 0:
+		return nil, nil, serviceUnavailable("RouteReview cannot be decided yet: peerdiscovery knows no kube-apiserver yet")
 	}
-	l, err := r.view.peers.List(ctx, nil)
-	if err != nil {
-		return nil, nil, "the APIServerPeers cannot be read: " + err.Error()
-	}
-	items := l.(*api.APIServerPeerList).Items
-	if len(items) == 0 {
-		return nil, nil, "peerdiscovery knows no kube-apiserver yet"
-	}
-	peers := make([]v1alpha1.APIServerPeer, len(items))
-	for i := range items {
-		if err := v1alpha1.Convert_peerdiscovery_APIServerPeer_To_v1alpha1_APIServerPeer(&items[i], &peers[i], nil); err != nil {
-			return nil, nil, err.Error()
-		}
-	}
-	slices.SortFunc(peers, func(a, b v1alpha1.APIServerPeer) int { return strings.Compare(a.Spec.ServerID, b.Spec.ServerID) })
-	return table, peers, ""
+	return table, peers, nil
 }
 
 // serviceUnavailable is a 503 with Retry-After.

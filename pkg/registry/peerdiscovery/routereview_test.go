@@ -20,19 +20,17 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/registry/rest"
-	clocktesting "k8s.io/utils/clock/testing"
 
 	api "sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 )
 
-func createReview(v *ViewStore, spec api.RouteReviewSpec) (*api.RouteReview, error) {
-	obj, err := v.Storage()["routereviews"].(rest.Creater).Create(context.Background(), &api.RouteReview{Spec: spec}, nil, &metav1.CreateOptions{})
+func createReview(v *testView, spec api.RouteReviewSpec) (*api.RouteReview, error) {
+	obj, err := v.storage["routereviews"].(rest.Creater).Create(context.Background(), &api.RouteReview{Spec: spec}, nil, &metav1.CreateOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +60,7 @@ func TestRouteReviewDecides(t *testing.T) {
 
 // reviewInvalid asserts a 422 whose causes are exactly the given fields
 // (each once) and whose whole Status stays small whatever the input.
-func reviewInvalid(t *testing.T, v *ViewStore, spec api.RouteReviewSpec, fields ...string) metav1.Status {
+func reviewInvalid(t *testing.T, v *testView, spec api.RouteReviewSpec, fields ...string) metav1.Status {
 	t.Helper()
 	_, err := createReview(v, spec)
 	if !apierrors.IsInvalid(err) {
@@ -108,7 +106,7 @@ func TestRouteReviewInvalid(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { reviewInvalid(t, v, tc.spec, tc.fields...) })
 	}
 	// The name is bounded too.
-	_, err := v.Storage()["routereviews"].(rest.Creater).Create(context.Background(),
+	_, err := v.storage["routereviews"].(rest.Creater).Create(context.Background(),
 		&api.RouteReview{ObjectMeta: metav1.ObjectMeta{Name: huge}, Spec: api.RouteReviewSpec{Verb: huge}}, nil, &metav1.CreateOptions{})
 	if b, _ := json.Marshal(err.(apierrors.APIStatus).Status()); !apierrors.IsInvalid(err) || len(b) > 2048 {
 		t.Fatalf("huge name: %.300v (%d bytes)", err, len(b))
@@ -146,7 +144,7 @@ func TestRouteReviewUnknownSourcePeer(t *testing.T) {
 // not a decision on nothing.
 func TestRouteReviewUnavailable(t *testing.T) {
 	spec := api.RouteReviewSpec{Verb: "get", Path: "/api/v1/pods"}
-	unavailable := func(t *testing.T, v *ViewStore, want string) {
+	unavailable := func(t *testing.T, v *testView, want string) {
 		t.Helper()
 		_, err := createReview(v, spec)
 		if !apierrors.IsServiceUnavailable(err) {
@@ -164,13 +162,6 @@ func TestRouteReviewUnavailable(t *testing.T) {
 		v := newTestView(t)
 		publish(t, v, compute.Output{})
 		unavailable(t, v, "knows no kube-apiserver yet")
-	})
-	t.Run("follower without the leader's state", func(t *testing.T) {
-		v := NewViewStore(2*time.Minute, clocktesting.NewFakePassiveClock(testNow), true)
-		t.Cleanup(v.Stop)
-		unavailable(t, v, "no routing state received from the leader yet")
-		v.MarkReplicated() // word from the leader, but no snapshot yet
-		unavailable(t, v, "")
 	})
 	t.Run("decided once published", func(t *testing.T) {
 		v := newTestView(t)

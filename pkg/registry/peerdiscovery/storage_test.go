@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
@@ -44,11 +45,11 @@ type readOnly interface {
 	rest.SingularNameProvider
 }
 
-func storageOf(t *testing.T, v *ViewStore, resource string) readOnly {
+func storageOf(t *testing.T, v *testView, resource string) readOnly {
 	t.Helper()
-	s, ok := v.Storage()[resource].(readOnly)
+	s, ok := v.storage[resource].(readOnly)
 	if !ok {
-		t.Fatalf("%s: storage %T is not a read-only resource", resource, v.Storage()[resource])
+		t.Fatalf("%s: storage %T is not a read-only resource", resource, v.storage[resource])
 	}
 	return s
 }
@@ -56,7 +57,7 @@ func storageOf(t *testing.T, v *ViewStore, resource string) readOnly {
 func TestStorageResources(t *testing.T) {
 	v := newTestView(t)
 	got := make([]string, 0, 4)
-	for r := range v.Storage() {
+	for r := range v.storage {
 		got = append(got, r)
 	}
 	slices.Sort(got)
@@ -73,15 +74,15 @@ func TestStorageResources(t *testing.T) {
 			t.Errorf("%s: namespaced %v, singular %q, short names %v, categories %v", resource, s.NamespaceScoped(), s.GetSingularName(), s.ShortNames(), s.Categories())
 		}
 		// Read-only: no write verb for the installer to serve.
-		if _, ok := v.Storage()[resource].(rest.Creater); ok {
+		if _, ok := v.storage[resource].(rest.Creater); ok {
 			t.Errorf("%s can be created", resource)
 		}
-		if _, ok := v.Storage()[resource].(rest.GracefulDeleter); ok {
+		if _, ok := v.storage[resource].(rest.GracefulDeleter); ok {
 			t.Errorf("%s can be deleted", resource)
 		}
 	}
 	// RouteReview is create-only and in no category.
-	review := v.Storage()["routereviews"]
+	review := v.storage["routereviews"]
 	if _, ok := review.(rest.Creater); !ok {
 		t.Error("routereviews cannot be created")
 	}
@@ -103,7 +104,7 @@ func TestGetListAndFieldSelectors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rt := obj.(*api.PeerRoutingTable); rt.Spec.Resource != "deviceclasses" || rt.Status.ReadyPeers != 1 || !rt.Status.Peers[0].Ready {
+	if rt := obj.(*api.PeerRoutingTable); rt.Spec.Resource != "deviceclasses" || len(rt.Status.Peers) != 1 || rt.Status.Peers[0].ServerID != "a" {
 		t.Fatalf("deviceclasses: %+v", rt)
 	}
 	if _, err := routes.Get(ctx, "nope.v1.core", &metav1.GetOptions{}); !apierrors.IsNotFound(err) {
@@ -185,5 +186,49 @@ func TestWatchFollowsPublish(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("no watch event after publish")
+	}
+}
+
+// The peer engine names its Events' objects with PeerUID: it must be the
+// UID the stored APIServerPeer has, or kubectl describe finds no Events.
+func TestPeerUIDIsTheStoredUID(t *testing.T) {
+	v := newTestView(t)
+	publish(t, v, testOutput(true))
+	obj, err := storageOf(t, v, "apiserverpeers").Get(context.Background(), "a", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	accessor, err := apimeta.Accessor(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := PeerUID("a"); accessor.GetUID() == "" || got != accessor.GetUID() {
+		t.Errorf("PeerUID(a) = %q, the stored object's UID is %q", got, accessor.GetUID())
+	}
+}
+
+// A routing table is the same object at one resourceVersion whatever the
+// readiness of its peers: readiness is on the APIServerPeers only, so a
+// peer turning not ready changes no routing table.
+func TestRoutingTableDoesNotChangeWithReadiness(t *testing.T) {
+	v := newTestView(t)
+	ctx := context.Background()
+	publish(t, v, testOutput(true))
+	routes := storageOf(t, v, "peerroutingtables")
+	before, err := routes.Get(ctx, "pods.v1.core", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := v.stores.Routes.ResourceVersion()
+	publish(t, v, testOutput(false)) // b not ready
+	after, err := routes.Get(ctx, "pods.v1.core", &metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := v.stores.Routes.ResourceVersion(); got != rv {
+		t.Fatalf("routing tables changed (%d → %d) when only a peer's readiness did", rv, got)
+	}
+	if !equality.Semantic.DeepEqual(before, after) {
+		t.Fatalf("one resourceVersion, two objects:\n%+v\n%+v", before, after)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	metatable "k8s.io/apimachinery/pkg/api/meta/table"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	api "sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery"
@@ -98,34 +99,57 @@ func groupDisplay(g string) string {
 	return g
 }
 
-var routingTableTable = tableOf(
-	[]metav1.TableColumnDefinition{
-		nameCol(),
-		col("Group", "string", "API group (core for the legacy group).", 0),
-		col("Version", "string", "API version.", 0),
-		col("Resource", "string", "Resource.", 0),
-		col("Ready", "string", "Ready peers serving it / every known peer.", 0),
-		col("Served-By-All", "boolean", "Every known peer serves it: never proxied.", 0),
-		col("Cluster-Wide", "boolean", "A CRD or aggregated APIService: never proxied.", 0),
-		ageCol(),
-		col("Peers", "string", "Peers serving it (* marks ready).", 1),
-	},
-	func(t *api.PeerRoutingTable, age string) []interface{} {
-		peers := make([]string, 0, len(t.Status.Peers))
-		for _, p := range t.Status.Peers {
-			if p.Ready {
-				peers = append(peers, p.ServerID+"*")
-			} else {
-				peers = append(peers, p.ServerID)
+// routingTableTable renders routing tables. Readiness is not stored in
+// them (it is on each APIServerPeer); the Ready and Peers columns show it
+// as the last published view has it when the table is rendered.
+func routingTableTable(view viewSource) tableConvertor {
+	return tableOf(
+		[]metav1.TableColumnDefinition{
+			nameCol(),
+			col("Group", "string", "API group (core for the legacy group).", 0),
+			col("Version", "string", "API version.", 0),
+			col("Resource", "string", "Resource.", 0),
+			col("Ready", "string", "Ready peers serving it / every known peer; readiness from the APIServerPeers when this table is rendered (not a stored field).", 0),
+			col("Served-By-All", "boolean", "Every known peer serves it: never proxied.", 0),
+			col("Cluster-Wide", "boolean", "A CRD or aggregated APIService: never proxied.", 0),
+			ageCol(),
+			col("Peers", "string", "Peers serving it (* marks ready, as the Ready column).", 1),
+		},
+		func(t *api.PeerRoutingTable, age string) []interface{} {
+			ready := readyPeers(view, schema.GroupVersionResource{Group: t.Spec.Group, Version: t.Spec.Version, Resource: t.Spec.Resource})
+			peers := make([]string, 0, len(t.Status.Peers))
+			n := 0
+			for _, p := range t.Status.Peers {
+				if ready[p.ServerID] {
+					peers = append(peers, p.ServerID+"*")
+					n++
+				} else {
+					peers = append(peers, p.ServerID)
+				}
 			}
-		}
-		return []interface{}{
-			groupDisplay(t.Spec.Group), t.Spec.Version, t.Spec.Resource,
-			fmt.Sprintf("%d/%d", t.Status.ReadyPeers, t.Status.TotalPeers),
-			t.Status.ServedByAll, t.Status.ClusterWide, age, strings.Join(peers, ","),
-		}
-	},
-)
+			return []interface{}{
+				groupDisplay(t.Spec.Group), t.Spec.Version, t.Spec.Resource,
+				fmt.Sprintf("%d/%d", n, t.Status.TotalPeers),
+				t.Status.ServedByAll, t.Status.ClusterWide, age, strings.Join(peers, ","),
+			}
+		},
+	)
+}
+
+// readyPeers are the ready proxy targets of gvr in the last view, by
+// server ID.
+func readyPeers(view viewSource, gvr schema.GroupVersionResource) map[string]bool {
+	table, _, _ := view.Routing()
+	route := table.Lookup(gvr)
+	if route == nil {
+		return nil
+	}
+	ready := make(map[string]bool, len(route.Peers))
+	for _, p := range route.Peers {
+		ready[p.ID] = p.Ready
+	}
+	return ready
+}
 
 var peerTable = tableOf(
 	[]metav1.TableColumnDefinition{

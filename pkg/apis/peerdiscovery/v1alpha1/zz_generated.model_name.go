@@ -85,6 +85,11 @@ func (in PeerRoutingTableStatus) OpenAPIModelName() string {
 }
 
 // OpenAPIModelName returns the OpenAPI model name for this type.
+func (in RouteCandidate) OpenAPIModelName() string {
+	return "io.k8s.peerdiscovery.v1alpha1.RouteCandidate"
+}
+
+// OpenAPIModelName returns the OpenAPI model name for this type.
 func (in RouteReview) OpenAPIModelName() string {
 	return "io.k8s.peerdiscovery.v1alpha1.RouteReview"
 }

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+# The unit tests, with the race detector (hack/test.sh's stage, `make unit`);
+# the log goes to _output/unit-test.log.
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+cd "${REPO_ROOT}"
+mkdir -p "${OUTPUT_DIR}"
+
+# Unit tests may be served from go test's cache: their inputs are all Go
+# files go test sees.
+unit_tests() {
+  go test -race -timeout 20m ./internal/... ./pkg/... ./cmd/... 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
+  local rc=${PIPESTATUS[0]} total cached
+  total="$(grep -cE '^(ok|FAIL)[[:space:]]' "${OUTPUT_DIR}/unit-test.log" || true)"
+  cached="$(grep -cE '^ok[[:space:]].*\(cached\)' "${OUTPUT_DIR}/unit-test.log" || true)"
+  STAGE_NOTE="ran; ${cached} of ${total} packages from the test cache"
+  return "${rc}"
+}
+stage::run "unit tests (race detector)" unit_tests
