@@ -81,10 +81,14 @@ func RunTests(m *testing.M, startTimeout time.Duration, cfg localcluster.Config,
 		cfg.Logf = func(f string, a ...any) { fmt.Printf("localcluster: "+f+"\n", a...) }
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	start := time.Now()
 	c, err := localcluster.Start(ctx, cfg)
 	cancel()
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "starting the control plane: %v\n", err)
+		// In go test's own form, so that a summary of failed tests (CI's
+		// among them) names the plane's start and its error, not only the
+		// package.
+		fmt.Printf("--- FAIL: TestMain (%.2fs)\n    starting the control plane: %v\n", time.Since(start).Seconds(), err)
 		os.Exit(1)
 	}
 	use(c)
