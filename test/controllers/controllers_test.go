@@ -35,6 +35,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
@@ -81,9 +82,10 @@ func TestControllers(t *testing.T) {
 		{"GCOwnerOnlyOnPeer", testGCOwnerOnlyOnPeer},
 		{"GCDependentOnlyOnPeer", testGCDependentOnlyOnPeer},
 		{"GCClusterScopedOwnerOnlyOnPeer", testGCClusterScopedOwner},
-		{"NamespaceDeletion", func(t *testing.T) { testNamespaceDeletion(t, "ns-plain", 0) }},
-		{"NamespaceDeletionWhileCapableStopped", func(t *testing.T) { testNamespaceDeletion(t, "ns-sigterm", syscall.SIGTERM) }},
-		{"NamespaceDeletionWhileCapableKilled", func(t *testing.T) { testNamespaceDeletion(t, "ns-sigkill", syscall.SIGKILL) }},
+		{"NamespaceDeletion", func(t *testing.T) { testNamespaceDeletion(t, "ns-plain", 0, false) }},
+		{"NamespaceDeletionWhileCapableStopped", func(t *testing.T) { testNamespaceDeletion(t, "ns-sigterm", syscall.SIGTERM, false) }},
+		{"NamespaceDeletionWhileCapableKilled", func(t *testing.T) { testNamespaceDeletion(t, "ns-sigkill", syscall.SIGKILL, false) }},
+		{"NamespaceDeletionWhileCapableKilledAndReplicasRestarted", func(t *testing.T) { testNamespaceDeletion(t, "ns-sigkill-replicas", syscall.SIGKILL, true) }},
 		{"GCWhileCapableStopped", func(t *testing.T) { testGCDuringOutage(t, "gc-sigterm", syscall.SIGTERM) }},
 		{"GCWhileCapableKilled", func(t *testing.T) { testGCDuringOutage(t, "gc-sigkill", syscall.SIGKILL) }},
 		{"GCDependentOnPeerWhileCapableStopped", func(t *testing.T) { testGCDependentDuringOutage(t, "gcd-sigterm", syscall.SIGTERM) }},
@@ -266,13 +268,32 @@ func testGCClusterScopedOwner(t *testing.T) {
 // holds a PDB (served by the peer only) and a ConfigMap; with sig, while
 // the only capable server is stopped with it: the namespace then stays
 // Terminating until the server is back. Nothing is left behind.
-func testNamespaceDeletion(t *testing.T, ns string, sig syscall.Signal) {
+//
+// With restartReplicas, every peerdiscovery-apiserver replica is killed
+// and started again after the capable server died and before the
+// namespace is deleted (the chaos soak's seed 4923 left ConfigMaps behind
+// a namespace deleted in that window once): the namespace must wait for
+// the capable server and then take every object with it, the PDB and the
+// ConfigMap.
+func testNamespaceDeletion(t *testing.T, ns string, sig syscall.Signal, restartReplicas bool) {
 	ctx := context.Background()
 	createNamespace(t, ns)
 	pdb(t, ns, "budget")
 	configMap(t, ns, "config")
 	if sig != 0 {
 		stopCapable(t, sig)
+	}
+	if restartReplicas {
+		var all []int
+		for i := range cluster.Extensions() {
+			if err := cluster.KillExtension(i, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			all = append(all, i)
+		}
+		if err := cluster.RestartExtensions(ctx, all...); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := kube(t, old).CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -301,12 +322,20 @@ func testNamespaceDeletion(t *testing.T, ns string, sig syscall.Signal) {
 			t.Fatal(err)
 		}
 		if !held {
+			logRoutingEvidence(t)
 			t.Fatalf("namespace %s was deleted while its PDB's only server was down, wrongly: %d PDBs left behind", ns, orphans())
 		}
 	}
 	took := goneWithin(t, converged(), "the namespace", getNS)
 	if n := orphans(); n != 0 {
 		t.Fatalf("namespace %s is gone but left %d PDBs behind", ns, n)
+	}
+	cms, err := kube(t, old).CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 0 {
+		t.Fatalf("namespace %s is gone but left %d ConfigMaps behind", ns, len(cms.Items))
 	}
 	t.Logf("namespace %s gone %v after the capable server was back (or the delete), 0 PDBs left", ns, took.Round(time.Second))
 }
@@ -358,4 +387,30 @@ func testGCDependentDuringOutage(t *testing.T, ns string, sig syscall.Signal) {
 	}
 	took := goneWithin(t, converged(), "the PDB whose ConfigMap owner was deleted during the outage", getPDB(t, ns, "dependent"))
 	t.Logf("dependent collected %v after its server was back", took.Round(time.Second))
+}
+
+// logRoutingEvidence logs what decides whether the old server's discovery
+// lists PDBs while their only server is down: each registration Lease's
+// record of what its server serves, and policy/v1 in the old server's
+// discovery now.
+func logRoutingEvidence(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	leases, err := kube(t, old).CoordinationV1().Leases(peerlease.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing Leases: %v", err)
+	}
+	for _, l := range leases.Items {
+		if !peerlease.IsRegistration(&l) {
+			continue
+		}
+		served, err := peerlease.DecodeServed(l.Annotations[peerlease.ServedResourcesAnnotation])
+		pdbs := false
+		for _, r := range served {
+			pdbs = pdbs || r.Resource == "poddisruptionbudgets"
+		}
+		t.Logf("Lease %s: renewed %v, served record of %d resources (err %v), PDBs among them: %v", l.Name, l.Spec.RenewTime, len(served), err, pdbs)
+	}
+	_, err = kube(t, old).Discovery().ServerResourcesForGroupVersion("policy/v1")
+	t.Logf("policy/v1 in the old server's discovery now: err=%v", err)
 }
