@@ -78,7 +78,11 @@ stage::run "the node-based plane's cleanup after a crashed harness (containerd, 
 # upgrade drill and the chaos soak (test/chaos: seed 4923, 150 s
 # of episodes) mostly wait (on controllers, shutdown delays, settle times,
 # fault holds), so they run beside the other packages, which run one at a
-# time.
+# time. Beside both runs hack/verify-monitoring.sh (promtool check and test
+# rules, the dashboard's queries), a stage of its own: warm it takes a
+# second, but cold (empty Go build cache) it took 123 s of both cores, 117
+# of them building promtool, which CI's budget has no room for in a row;
+# the lanes leave the cores idle for longer than that.
 e2e() {
   PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -p 1 -timeout 60m "$@"
 }
@@ -87,20 +91,26 @@ end_to_end() {
   # extension as a Deployment, one node upgraded) waits on kubelets and
   # containers too; test/chaos on its fault episodes.
   local waiting=(./test/conformance ./test/upgradedrill ./test/nodeplane ./test/chaos) busy waiting_pid busy_rc=0 waiting_rc=0
+  local monitoring_pid monitoring_rc=0
   # -race as in the run: a package built only without it (test/scale) drops out.
   mapfile -t busy < <(go list -race ./test/... | grep -v -e '/test/conformance$' -e '/test/upgradedrill$' -e '/test/nodeplane$' -e '/test/chaos$')
+  stage::run "monitoring checks, beside the end-to-end lanes (promtool check and test rules, dashboard queries)" \
+    hack/verify-monitoring.sh >"${OUTPUT_DIR}/verify-monitoring.log" 2>&1 &
+  monitoring_pid=$!
   e2e "${waiting[@]}" >"${OUTPUT_DIR}/e2e-test-waiting.log" 2>&1 &
   waiting_pid=$!
   e2e "${busy[@]}" 2>&1 | tee "${OUTPUT_DIR}/e2e-test.log" || busy_rc=$?
   wait "${waiting_pid}" || waiting_rc=$?
-  cat "${OUTPUT_DIR}/e2e-test-waiting.log"
+  wait "${monitoring_pid}" || monitoring_rc=$?
+  cat "${OUTPUT_DIR}/e2e-test-waiting.log" "${OUTPUT_DIR}/verify-monitoring.log"
   # One line per package, with its own seconds, into the table.
   grep -hE '^(ok|FAIL|---)[[:space:]]+sigs.k8s.io/peerdiscovery/test/' "${OUTPUT_DIR}/e2e-test.log" "${OUTPUT_DIR}/e2e-test-waiting.log" |
     awk '{ t = $NF; sub(/s$/, "", t); printf "  %s %s\t%d\t%s\n", $1, $2, t, ($1 == "ok" ? "ran (-count=1)" : "failed") }' |
     sed 's|sigs.k8s.io/peerdiscovery/||' >>"${PEERDISCOVERY_STAGE_FILE}" || true
   ((busy_rc == 0 && waiting_rc == 0)) ||
     die "end-to-end tests failed (logs: ${OUTPUT_DIR}/e2e-test.log, ${OUTPUT_DIR}/e2e-test-waiting.log)"
+  ((monitoring_rc == 0)) || die "monitoring checks failed (log: ${OUTPUT_DIR}/verify-monitoring.log)"
 }
-stage::run "integration and end-to-end tests on real binaries (race detector, -count=1)" end_to_end
+stage::run "integration and end-to-end tests on real binaries (race detector, -count=1); the monitoring checks beside them" end_to_end
 
 log::info "all tests passed in $(($(date +%s) - start))s"

@@ -27,6 +27,7 @@
 #   _output/bin/kube-controller-manager-v1.36.3/kube-controller-manager (+ .stamp)
 #   _output/bin/kubelet-v1.36.3/kubelet, kube-scheduler-v1.36.3/kube-scheduler,
 #     kube-proxy-v1.36.3/kube-proxy (+ .stamp)   the node-based plane
+#   _output/bin/prometheus-v3.16.0/{promtool,prometheus} (+ .stamp)
 #   _output/images/*.tar                OCI image archives (hack/build-images.sh)
 #   _output/build/<name>-<version>/   generated wrapper Go modules
 #   _output/tmp/                      scratch space for smoke tests
@@ -65,9 +66,18 @@ KUBE_CONTROLLER_MANAGER_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 # on a node not upgraded yet.
 KUBE_NODE_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 KUBECTL_VERSION="v1.37.2"
+# Prometheus (promtool checks artifacts/monitoring/ in the test command; the
+# server runs in test/alerts on demand). Prometheus 3.Y.Z is published to the
+# Go module proxy as github.com/prometheus/prometheus v0.(300+Y).Z.
+PROMETHEUS_VERSION="v3.16.0"
+# Its build tags (hack/build-prometheus.sh): only the Kubernetes service
+# discovery of the optional ones. hack/monitoring's tests use the same, so
+# they share promtool's compiled packages.
+PROMETHEUS_BUILD_TAGS="netgo,remove_all_sd,enable_kubernetes_sd"
 
 export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
 export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBE_NODE_VERSION KUBECTL_VERSION
+export PROMETHEUS_VERSION PROMETHEUS_BUILD_TAGS
 
 # Paths of the built binaries.
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
@@ -81,6 +91,8 @@ kube_scheduler_bin() { echo "${BIN_DIR}/kube-scheduler-${1:?version}/kube-schedu
 kube_proxy_bin() { echo "${BIN_DIR}/kube-proxy-${1:?version}/kube-proxy"; }
 # Upstream's e2e test binary of a release (hack/build-e2e-test.sh).
 e2e_test_bin() { echo "${BIN_DIR}/e2e-test-${1:?version}/e2e.test"; }
+# promtool or prometheus of PROMETHEUS_VERSION (hack/build-prometheus.sh).
+prometheus_bin() { echo "${BIN_DIR}/prometheus-${PROMETHEUS_VERSION}/${1:?promtool or prometheus}"; }
 
 # Logging: everything goes to stderr so stdout stays usable for results.
 log::_ts() { date -u +'%H:%M:%S'; }

@@ -15,144 +15,36 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"net/http"
-	"os"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
-
-	"sigs.k8s.io/yaml"
 
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
 const monitoringDir = "../../artifacts/monitoring/"
 
-type ruleFile struct {
-	Groups []struct {
-		Name  string `json:"name"`
-		Rules []struct {
-			Alert       string            `json:"alert"`
-			Expr        string            `json:"expr"`
-			For         string            `json:"for"`
-			Labels      map[string]string `json:"labels"`
-			Annotations map[string]string `json:"annotations"`
-		} `json:"rules"`
-	} `json:"groups"`
+// The gauges every kube-apiserver serves, whether it proxies or not.
+var everyServerMetrics = map[string]bool{
+	"peerdiscovery_filter_enabled":      true,
+	"peerdiscovery_filter_cache_synced": true,
+	"aggregator_unavailable_apiservice": true,
 }
 
-var (
-	promStrings  = regexp.MustCompile(`"(?:[^"\\]|\\.)*"`)
-	promMatchers = regexp.MustCompile(`\{[^}]*\}|\[[^\]]*\]`)
-	promGrouping = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)`)
-	promIdent    = regexp.MustCompile(`[a-zA-Z_:][a-zA-Z0-9_:]*(\s*\()?`)
-	promKeywords = map[string]bool{"and": true, "or": true, "unless": true, "bool": true, "offset": true}
-)
-
-// metricNames extracts the metric names of a PromQL expression: what is
-// left once strings, label matchers, ranges, groupings, function calls and
-// keywords are removed.
-func metricNames(expr string) []string {
-	expr = promStrings.ReplaceAllString(expr, "")
-	expr = promMatchers.ReplaceAllString(expr, "")
-	expr = promGrouping.ReplaceAllString(expr, "")
-	var out []string
-	for _, m := range promIdent.FindAllStringSubmatch(expr, -1) {
-		name := m[0]
-		if m[1] != "" || promKeywords[name] {
-			continue // a function, or an operator
-		}
-		out = append(out, name)
-	}
-	return out
-}
-
-// readMonitoring reads the alert rules and the recording of their metric
-// names, and checks they agree: every metric in a rule is recorded, every
-// recorded metric is used.
-func readMonitoring(t *testing.T) map[string]string {
-	t.Helper()
-	data, err := os.ReadFile(monitoringDir + "alerts.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rf ruleFile
-	if err := yaml.UnmarshalStrict(data, &rf); err != nil {
-		t.Fatalf("alerts.yaml: %v", err)
-	}
-	used := map[string]bool{}
-	alerts := 0
-	for _, g := range rf.Groups {
-		for _, r := range g.Rules {
-			alerts++
-			if _, err := time.ParseDuration(r.For); r.Alert == "" || r.Expr == "" || err != nil || r.Labels["severity"] == "" || r.Annotations["summary"] == "" {
-				t.Errorf("rule %q: needs alert, expr, for (a duration), labels.severity and annotations.summary", r.Alert)
-			}
-			names := metricNames(r.Expr)
-			if len(names) == 0 {
-				t.Errorf("rule %q names no metric: %s", r.Alert, r.Expr)
-			}
-			for _, n := range names {
-				used[n] = true
-			}
-		}
-	}
-	if alerts < 4 {
-		t.Fatalf("%d alerts", alerts)
-	}
-	recorded := map[string]string{}
-	f, err := os.Open(monitoringDir + "metrics.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		fields := strings.Fields(line)
-		if len(fields) != 2 || (fields[1] != "kube-apiserver" && fields[1] != "peerdiscovery-apiserver") {
-			t.Fatalf("metrics.txt: %q is not `name kube-apiserver|peerdiscovery-apiserver`", line)
-		}
-		recorded[fields[0]] = fields[1]
-	}
-	for n := range used {
-		if recorded[n] == "" {
-			t.Errorf("alerts.yaml uses %s, which metrics.txt does not record", n)
-		}
-	}
-	for n := range recorded {
-		if !used[n] {
-			t.Errorf("metrics.txt records %s, which no rule uses", n)
-		}
-	}
-	return recorded
-}
-
-func TestMonitoringRules(t *testing.T) {
-	if got := fmt.Sprint(metricNames(`sum by (instance) (rate(a_total{type=~"x|y"}[5m])) / clamp_min(b, 1) > 0 and on (instance) (c == 0)`)); got != "[a_total b c]" {
-		t.Fatalf("metricNames: %s", got)
-	}
-	readMonitoring(t)
-}
-
-// TestMonitoringMetrics scrapes every metric the alerts use from the real
-// control plane's /metrics: each kube-apiserver for the filter's and the
-// aggregator's, each peerdiscovery-apiserver replica for the engine's. On
-// this healthy plane, the gauges the alerts read must say so.
+// TestMonitoringMetrics scrapes every metric the alerts and the dashboard
+// use (metrics.txt) from the real control plane's /metrics: each
+// kube-apiserver for the filter's and the aggregator's, each
+// peerdiscovery-apiserver replica for the engine's. On this healthy plane,
+// the gauges the alerts read must say so.
 func TestMonitoringMetrics(t *testing.T) {
 	readyPlane(t)
-	recorded := readMonitoring(t)
+	recorded := planetest.MonitoringMetrics(t, monitoringDir+"metrics.txt")
 
-	// Counters appear with their first increment: a proxied LIST, and one
-	// whose deadline passes while proxying (type canceled). The filter
-	// answers 503 until its routing caches synced, which may be after the
-	// servers are ready.
+	// Counters appear with their first increment: a proxied LIST, one
+	// whose deadline passes while proxying (type canceled), and a
+	// discovery request the filter answers. The filter answers 503 until
+	// its routing caches synced, which may be after the servers are ready.
 	planetest.WaitFor(t, time.Minute, "a proxied LIST through the v1.36.3 server", func() error {
 		if code, _, body := planetest.Get(t, cluster.AdminConfig(old), svmPath); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)
@@ -166,6 +58,9 @@ func TestMonitoringMetrics(t *testing.T) {
 		}
 		return nil
 	})
+	if code, _, body := planetest.Get(t, cluster.AdminConfig(old), "/apis"); code != http.StatusOK {
+		t.Fatalf("GET /apis through the v1.36.3 server: %d %s", code, body)
+	}
 
 	for name, component := range recorded {
 		switch component {
@@ -175,10 +70,8 @@ func TestMonitoringMetrics(t *testing.T) {
 				t.Errorf("%s is not on the v1.36.3 kube-apiserver's /metrics", name)
 			}
 			for i := range cluster.Servers() {
-				if strings.HasPrefix(name, "peerdiscovery_filter_") || strings.HasPrefix(name, "aggregator_") {
-					if scrapeComponent(t, component, i)[name] == nil {
-						t.Errorf("%s is not on kube-apiserver %d's /metrics", name, i)
-					}
+				if everyServerMetrics[name] && scrapeComponent(t, component, i)[name] == nil {
+					t.Errorf("%s is not on kube-apiserver %d's /metrics", name, i)
 				}
 			}
 		case "peerdiscovery-apiserver":

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+# Checks artifacts/monitoring/ with Prometheus's own tools, without a
+# cluster (part of the test command):
+#   - promtool check rules alerts.yaml (schema, PromQL, templates; lint
+#     findings are fatal);
+#   - promtool test rules alerts_test.yaml (every alert on synthetic series:
+#     quiet, firing with its labels and annotations, quiet again);
+#   - promtool check config --syntax-only prometheus-scrape.yaml;
+#   - hack/monitoring (go test): dashboard.json's queries parse with
+#     Prometheus's PromQL parser, every alert is unit-tested, and
+#     metrics.txt names exactly the metrics of the alerts and the dashboard
+#     (test/e2e finds each on a real control plane).
+# promtool is built once by hack/build-prometheus.sh and cached.
+# test/alerts (on demand) runs the rules in a real Prometheus on a real
+# control plane.
+#
+# Usage: hack/verify-monitoring.sh
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+cd "${REPO_ROOT}"
+
+promtool="$(prometheus_bin promtool)"
+# A stage of hack/test.sh's table: cached or built.
+stage::build "promtool ${PROMETHEUS_VERSION}" "${promtool}" "${REPO_ROOT}/hack/build-prometheus.sh" promtool
+dir=artifacts/monitoring
+
+"${promtool}" check rules --lint=all --lint-fatal "${dir}/alerts.yaml"
+"${promtool}" test rules "${dir}/alerts_test.yaml"
+"${promtool}" check config --syntax-only "${dir}/prometheus-scrape.yaml"
+# The tags of promtool's build: its compiled packages serve here too.
+(cd hack/monitoring && GOFLAGS=-mod=readonly go test -count=1 -tags "${PROMETHEUS_BUILD_TAGS}" ./...)
+log::info "monitoring artifacts verified"

@@ -1,0 +1,567 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package alerts
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/test/planetest"
+)
+
+// The alerts of alerts.yaml.
+const (
+	peerNotReady          = "PeerdiscoveryPeerNotReady"
+	routesUnavailable     = "PeerdiscoveryRoutesUnavailable"
+	proxyErrors           = "PeerdiscoveryProxyErrors"
+	filterCachesUnsynced  = "PeerdiscoveryFilterCachesUnsynced"
+	discoveryStale        = "PeerdiscoveryDiscoveryStale"
+	apiServiceUnavailable = "PeerdiscoveryAPIServiceUnavailable"
+)
+
+// svmPath is a collection only v1.37.2 serves: through v1.36.3 it is
+// proxied.
+const svmPath = "/apis/storagemigration.k8s.io/v1/storageversionmigrations"
+
+// row is one line of the report: an alert, the fault that made it fire
+// and the repair that resolved it.
+type row struct {
+	alert, fault, fix string
+	faultAt, fixAt    time.Time
+	ep                *episode
+}
+
+// TestAlertsFireAndResolve brings about each alert with a fault on the
+// real control plane, undoes the fault, and reads from Prometheus when the
+// alert went pending, fired and resolved.
+func TestAlertsFireAndResolve(t *testing.T) {
+	if cluster == nil {
+		t.Skip("set PEERDISCOVERY_ALERTS_E2E=1 (hack/test-alerts.sh)")
+	}
+	binary := os.Getenv("PEERDISCOVERY_PROMETHEUS")
+	if binary == "" {
+		t.Fatal("PEERDISCOVERY_PROMETHEUS must name a prometheus binary (hack/build-prometheus.sh prometheus; hack/test-alerts.sh sets it)")
+	}
+	planetest.ReadyPlane(t, cluster, old)
+	shipped := shippedRules(t)
+	rules := e2eRules(t, shipped)
+	shippedFor, e2eFor := map[string]time.Duration{}, map[string]time.Duration{}
+	for gi, g := range shipped.Groups {
+		for ri, r := range g.Rules {
+			shippedFor[r.Alert], _ = time.ParseDuration(r.For)
+			e2eFor[r.Alert], _ = time.ParseDuration(rules.Groups[gi].Rules[ri].For)
+			if rules.Groups[gi].Rules[ri].Expr != r.Expr {
+				t.Fatalf("%s: the expression run here differs from the shipped one", r.Alert)
+			}
+		}
+	}
+
+	// A discovery request the filter answers, so that its counter exists
+	// (the dashboard reads it).
+	if code, _, body := planetest.Get(t, cluster.AdminConfig(old), "/apis"); code != http.StatusOK {
+		t.Fatalf("GET /apis through v1.36.3: %d %s", code, body)
+	}
+	p := startPrometheus(t, cluster, binary, rules)
+	checkPrometheusRBAC(t)
+	waitTargets(t, p)
+	waitRulesHealthy(t, p, shippedFor)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Minute)
+	defer cancel()
+	w := newWatcher(p)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		w.run(ctx)
+	}()
+	defer func() {
+		cancel()
+		<-watched
+	}()
+
+	// A healthy plane fires nothing.
+	w.waitQuiet(t, 2*time.Minute)
+	time.Sleep(30 * time.Second)
+	if names := w.activeNames(); names != "" {
+		t.Fatalf("alerts active on the healthy control plane: %s", names)
+	}
+
+	var rows []row
+	defer func() { report(t, rows, w.all(), shippedFor, e2eFor) }()
+	add := func(alert, fault, fix string, faultAt, fixAt time.Time, ep *episode) {
+		rows = append(rows, row{alert: alert, fault: fault, fix: fix, faultAt: faultAt, fixAt: fixAt, ep: ep})
+	}
+
+	// 1. v1.37.2, the only server of four GVRs, hangs while clients list
+	// one of them through v1.36.3: the GVRs lose their last ready server
+	// (RoutesUnavailable) and the proxied requests get 503
+	// (ProxyErrors). Undone by resuming it.
+	load := startTraffic(t, cluster.AdminConfig(old), svmPath, 200*time.Millisecond, 20*time.Minute)
+	waitQuery(t, p, `sum(rate(apiserver_rerouted_request_total{resource="storageversionmigrations"}[1m])) > 0`, 2*time.Minute)
+	thawed := false
+	t.Cleanup(func() {
+		if !thawed {
+			_ = cluster.ThawAPIServer(upgraded)
+		}
+	})
+	fault1 := time.Now()
+	if err := cluster.FreezeAPIServer(upgraded); err != nil {
+		t.Fatal(err)
+	}
+	ru := w.waitFiring(t, routesUnavailable, fault1, 3*time.Minute)
+	fix1 := time.Now()
+	if err := cluster.ThawAPIServer(upgraded); err != nil {
+		t.Fatal(err)
+	}
+	thawed = true
+	ru = w.waitResolved(t, routesUnavailable, ru.firing, 3*time.Minute)
+	hang := "kube-apiserver v1.37.2 hung (SIGSTOP), the only server of 4 GVRs"
+	add(routesUnavailable, hang, "resumed (SIGCONT)", fault1, fix1, ru)
+	pe := w.waitFiring(t, proxyErrors, fault1, 5*time.Minute)
+
+	// 2. A replica that cannot read what its view is computed from: the
+	// rule letting the replicas list and watch CRDs removed from their
+	// ClusterRole (an edited or outdated RBAC manifest applied), then one
+	// replica restarted, as a rollout or a rescheduled Pod would. Each
+	// replica computes its own view, and this one's informers never sync:
+	// it publishes no view, its /readyz fails (it stays out of the
+	// EndpointSlice), its view timestamp stays 0 (DiscoveryStale). The
+	// running replica keeps its established CRD watch and serves. Undone
+	// by restoring the rule: client-go's reflector lists again after its
+	// backoff, the replica publishes and gets ready. Runs while
+	// ProxyErrors' 5-minute window drains.
+	stale := len(cluster.Extensions()) - 1
+	fault3 := time.Now()
+	restoreRBAC := revokeRule(t, "apiextensions.k8s.io", "customresourcedefinitions")
+	if err := cluster.StopExtension(stale); err != nil {
+		t.Fatal(err)
+	}
+	restarted := make(chan error, 1)
+	go func() { restarted <- cluster.RestartExtensions(ctx, stale) }()
+	ds := w.waitFiring(t, discoveryStale, fault3, 4*time.Minute)
+	fix3 := time.Now()
+	restoreRBAC()
+	if err := <-restarted; err != nil {
+		t.Fatalf("replica %d after the rule was restored: %v", stale, err)
+	}
+	ds = w.waitResolved(t, discoveryStale, ds.firing, 3*time.Minute)
+	add(discoveryStale, fmt.Sprintf("replica %s restarted without the RBAC rule to list and watch CRDs (removed from the ClusterRole): its informers never sync, it computes no view", cluster.Extensions()[stale].Name), "RBAC rule restored", fault3, fix3, ds)
+	pe = w.waitResolved(t, proxyErrors, pe.firing, 10*time.Minute)
+	add(proxyErrors, hang+", under 5 LISTs/s of storageversionmigrations through v1.36.3", "resumed (SIGCONT)", fault1, fix1, pe)
+	codes := load.stop()
+	t.Logf("the load through v1.36.3: %v", codes)
+
+	// 3. v1.37.2 restarted advertising a peer port nothing listens on (as
+	// a firewall closing the peer port would): its Lease is renewed, its
+	// discovery cannot be read (PeerNotReady). Undone by restarting it
+	// with the right port.
+	w.waitQuiet(t, 5*time.Minute)
+	if err := cluster.StopAPIServer(upgraded, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	fault2 := time.Now()
+	spec := localcluster.ServerSpec{Version: cluster.Servers()[upgraded].Version}
+	bad := spec
+	bad.ExtraFlags = []string{"--peer-advertise-port=6444"}
+	if err := cluster.UpgradeAPIServer(upgraded, bad); err != nil {
+		t.Fatal(err)
+	}
+	pn := w.waitFiring(t, peerNotReady, fault2, 5*time.Minute)
+	fix2 := time.Now()
+	if err := cluster.StopAPIServer(upgraded, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.UpgradeAPIServer(upgraded, spec); err != nil {
+		t.Fatal(err)
+	}
+	pn = w.waitResolved(t, peerNotReady, pn.firing, 3*time.Minute)
+	add(peerNotReady, "kube-apiserver v1.37.2 advertises peer port 6444, where nothing listens", "restarted with the right port", fault2, fix2, pn)
+
+	// 4. Both peerdiscovery-apiserver replicas down (APIServiceUnavailable),
+	// and meanwhile v1.36.3 restarted: its filter cannot sync
+	// (FilterCachesUnsynced). Undone by starting the replicas.
+	w.waitQuiet(t, 5*time.Minute)
+	fault4 := time.Now()
+	planetest.KeepExtensionsRunning(t, cluster)
+	for i := range cluster.Extensions() {
+		if err := cluster.StopExtension(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fault5 := time.Now()
+	if err := cluster.StopAPIServer(old, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.StartAPIServer(old); err != nil {
+		t.Fatal(err)
+	}
+	as := w.waitFiring(t, apiServiceUnavailable, fault4, 4*time.Minute)
+	fc := w.waitFiring(t, filterCachesUnsynced, fault5, 4*time.Minute)
+	fix4 := time.Now()
+	for i := range cluster.Extensions() {
+		if err := cluster.StartExtension(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	as = w.waitResolved(t, apiServiceUnavailable, as.firing, 3*time.Minute)
+	fc = w.waitResolved(t, filterCachesUnsynced, fc.firing, 3*time.Minute)
+	add(apiServiceUnavailable, "both peerdiscovery-apiserver replicas stopped", "replicas started", fault4, fix4, as)
+	add(filterCachesUnsynced, "kube-apiserver v1.36.3 restarted while no peerdiscovery-apiserver runs", "replicas started", fault5, fix4, fc)
+
+	planetest.ReadyPlane(t, cluster, old)
+	w.waitQuiet(t, 3*time.Minute)
+
+	// Every alert fired and resolved.
+	for name := range shippedFor {
+		found := false
+		for _, r := range rows {
+			found = found || (r.alert == name && !r.ep.resolved.IsZero())
+		}
+		if !found {
+			t.Errorf("%s did not fire and resolve", name)
+		}
+	}
+	checkMetricNames(t, p)
+	checkDashboardQueries(t, p)
+}
+
+// waitTargets waits until Prometheus scrapes every kube-apiserver and
+// every replica over verified HTTPS, with the shipped jobs.
+func waitTargets(t *testing.T, p *prometheus) {
+	t.Helper()
+	want := map[string]string{}
+	for _, s := range cluster.Servers() {
+		want[net.JoinHostPort(s.IP, "6443")] = "kube-apiserver"
+	}
+	for _, e := range cluster.Extensions() {
+		want[net.JoinHostPort(e.IP, "6443")] = "peerdiscovery-apiserver"
+	}
+	planetest.WaitFor(t, 2*time.Minute, "every component scraped", func() error {
+		targets, err := p.targets()
+		if err != nil {
+			return err
+		}
+		up := map[string]string{}
+		var problems []string
+		for _, tg := range targets {
+			if tg.Health == "up" && strings.HasPrefix(tg.ScrapeURL, "https://") {
+				up[tg.Labels["instance"]] = tg.Labels["job"]
+			} else {
+				problems = append(problems, fmt.Sprintf("%s %s: %s %s", tg.Labels["job"], tg.ScrapeURL, tg.Health, tg.LastError))
+			}
+		}
+		for instance, job := range want {
+			if up[instance] != job {
+				return fmt.Errorf("%s (%s) not scraped; targets: %v, problems: %v", instance, job, up, problems)
+			}
+		}
+		return nil
+	})
+}
+
+// waitRulesHealthy waits until every shipped alert is loaded and has been
+// evaluated without error.
+func waitRulesHealthy(t *testing.T, p *prometheus, alerts map[string]time.Duration) {
+	t.Helper()
+	planetest.WaitFor(t, time.Minute, "every alert loaded and evaluated", func() error {
+		var data struct {
+			Groups []struct {
+				Rules []struct {
+					Name      string `json:"name"`
+					Type      string `json:"type"`
+					Health    string `json:"health"`
+					LastError string `json:"lastError"`
+				} `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := p.get("/api/v1/rules", nil, &data); err != nil {
+			return err
+		}
+		ok := map[string]bool{}
+		for _, g := range data.Groups {
+			for _, r := range g.Rules {
+				if r.Type == "alerting" && r.Health == "ok" {
+					ok[r.Name] = true
+				} else if r.LastError != "" {
+					return fmt.Errorf("%s: %s", r.Name, r.LastError)
+				}
+			}
+		}
+		for name := range alerts {
+			if !ok[name] {
+				return fmt.Errorf("%s not loaded or not evaluated yet", name)
+			}
+		}
+		return nil
+	})
+}
+
+// waitQuery waits until an instant query gives at least one series.
+func waitQuery(t *testing.T, p *prometheus, q string, timeout time.Duration) {
+	t.Helper()
+	planetest.WaitFor(t, timeout, q, func() error {
+		n, err := p.query(q)
+		if err == nil && n == 0 {
+			err = fmt.Errorf("no series")
+		}
+		return err
+	})
+}
+
+// checkPrometheusRBAC checks that rbac.yaml gives Prometheus' identity what
+// it scrapes with and nothing more.
+func checkPrometheusRBAC(t *testing.T) {
+	t.Helper()
+	cs := planetest.Kube(t, cluster.AdminConfig(old))
+	user := "system:serviceaccount:" + promNamespace + ":" + promServiceAccount
+	for _, c := range []struct {
+		attrs authorizationv1.SubjectAccessReviewSpec
+		want  bool
+	}{
+		{authorizationv1.SubjectAccessReviewSpec{NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/metrics", Verb: "get"}}, true},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "peerdiscovery", Verb: "watch", Group: "discovery.k8s.io", Resource: "endpointslices"}}, true},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "list", Resource: "pods"}}, true},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Resource: "pods"}}, false},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "peerdiscovery", Verb: "get", Resource: "secrets"}}, false},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "default", Verb: "create", Group: "discovery.k8s.io", Resource: "endpointslices"}}, false},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "list", Group: "peerdiscovery.k8s.io", Resource: "apiserverpeers"}}, false},
+		{authorizationv1.SubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: "kube-system", Verb: "list", Group: "coordination.k8s.io", Resource: "leases"}}, false},
+	} {
+		c.attrs.User = user
+		sar, err := cs.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), &authorizationv1.SubjectAccessReview{Spec: c.attrs}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != c.want {
+			what, _ := json.Marshal(c.attrs)
+			t.Errorf("%s allowed %v, want %v: %s", user, sar.Status.Allowed, c.want, what)
+		}
+	}
+}
+
+// revokeRule removes the rule granting group/resource from the replicas'
+// ClusterRole and returns what puts it back (also run at cleanup).
+func revokeRule(t *testing.T, group, resource string) func() {
+	t.Helper()
+	ctx := context.Background()
+	roles := planetest.Kube(t, cluster.AdminConfig(old)).RbacV1().ClusterRoles()
+	cr, err := roles.Get(ctx, "peerdiscovery-apiserver", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orig := slices.Clone(cr.Rules)
+	var kept []rbacv1.PolicyRule
+	for _, r := range cr.Rules {
+		if !slices.Contains(r.APIGroups, group) || !slices.Contains(r.Resources, resource) {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == len(orig) {
+		t.Fatalf("ClusterRole peerdiscovery-apiserver has no rule for %s.%s", resource, group)
+	}
+	cr.Rules = kept
+	if _, err := roles.Update(ctx, cr, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore := func() {
+		once.Do(func() {
+			planetest.WaitFor(t, time.Minute, "the ClusterRole restored", func() error {
+				cr, err := roles.Get(ctx, "peerdiscovery-apiserver", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				cr.Rules = orig
+				_, err = roles.Update(ctx, cr, metav1.UpdateOptions{})
+				return err
+			})
+		})
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// traffic lists one collection again and again, every interval, for at
+// most max, and counts the answers by status code.
+type traffic struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	codes  map[int]int
+}
+
+func startTraffic(t *testing.T, cfg *rest.Config, path string, interval, max time.Duration) *traffic {
+	t.Helper()
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = 10 * time.Second
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), max)
+	tr := &traffic{cancel: cancel, done: make(chan struct{}), codes: map[int]int{}}
+	go func() {
+		defer close(tr.done)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for n := 0; n < int(max/interval); n++ {
+			code := 0
+			if req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path+"?limit=10", nil); err == nil {
+				if resp, err := client.Do(req); err == nil {
+					code = resp.StatusCode
+					resp.Body.Close()
+				}
+			}
+			tr.mu.Lock()
+			tr.codes[code]++
+			tr.mu.Unlock()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	t.Cleanup(func() { tr.stop() })
+	return tr
+}
+
+// stop ends the load and returns the answers by status (0: no answer).
+func (tr *traffic) stop() map[int]int {
+	tr.cancel()
+	<-tr.done
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return maps.Clone(tr.codes)
+}
+
+// checkMetricNames checks that every metric of metrics.txt (what the
+// alerts and the dashboard use) is in Prometheus, scraped from the plane.
+func checkMetricNames(t *testing.T, p *prometheus) {
+	t.Helper()
+	names, err := p.metricNames()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range planetest.MonitoringMetrics(t, monitoringDir+"metrics.txt") {
+		if !slices.Contains(names, name) {
+			t.Errorf("%s (metrics.txt) is not in Prometheus' /api/v1/label/__name__/values", name)
+		}
+	}
+}
+
+// grafanaInterval are the interval variables of dashboard.json's queries.
+var grafanaInterval = regexp.MustCompile(`\$(__rate_interval|__interval|__range)\b`)
+
+// checkDashboardQueries runs every query of dashboard.json in Prometheus
+// (Grafana's intervals as 5m): each must evaluate without error.
+func checkDashboardQueries(t *testing.T, p *prometheus) {
+	t.Helper()
+	data, err := os.ReadFile(monitoringDir + "dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type panel struct {
+		Title   string `json:"title"`
+		Targets []struct {
+			Expr string `json:"expr"`
+		} `json:"targets"`
+		Panels []panel `json:"panels"` // a collapsed row's
+	}
+	var dash struct {
+		Panels []panel `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatal(err)
+	}
+	var panels []panel
+	for _, p := range dash.Panels {
+		panels = append(panels, p)
+		panels = append(panels, p.Panels...)
+	}
+	queries, empty := 0, 0
+	for _, panel := range panels {
+		for _, tg := range panel.Targets {
+			queries++
+			n, err := p.query(grafanaInterval.ReplaceAllString(tg.Expr, "5m"))
+			if err != nil {
+				t.Errorf("dashboard panel %q: %v", panel.Title, err)
+			}
+			if n == 0 {
+				empty++
+				t.Logf("dashboard panel %q: no series now: %s", panel.Title, tg.Expr)
+			}
+		}
+	}
+	t.Logf("dashboard: %d queries evaluated in Prometheus, %d with no series at the end of the run", queries, empty)
+}
+
+// report logs the table of the alerts and writes it to the run folder.
+func report(t *testing.T, rows []row, all map[string][]episode, shippedFor, e2eFor map[string]time.Duration) {
+	t.Helper()
+	sec := func(d time.Duration) string { return fmt.Sprintf("%.0f s", d.Seconds()) }
+	var b strings.Builder
+	fmt.Fprintf(&b, "| alert | fault | `for` here (shipped) | expression true after | fired after | would fire with the shipped `for` after | repair | resolved after |\n")
+	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
+	for _, r := range rows {
+		pending := r.ep.pending.Sub(r.faultAt)
+		fmt.Fprintf(&b, "| %s | %s | %s (%s) | %s | %s | %s | %s | %s |\n",
+			r.alert, r.fault, e2eFor[r.alert], shippedFor[r.alert], sec(pending), sec(r.ep.firing.Sub(r.faultAt)),
+			sec(pending+shippedFor[r.alert]), r.fix, sec(r.ep.resolved.Sub(r.fixAt)))
+	}
+	b.WriteString("\nEvery episode (pending → firing → resolved, wall clock):\n")
+	var names []string
+	for name := range all {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, ep := range all[name] {
+			fmt.Fprintf(&b, "  %s: pending %s, firing %s, inactive %s, %v, value %s\n", name, clock(ep.pending), clock(ep.firing), clock(ep.closed), ep.instances, ep.value)
+		}
+	}
+	t.Logf("alerts:\n%s", b.String())
+	path := filepath.Join(cluster.RunDir(), "prometheus", "report.md")
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+func clock(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format("15:04:05")
+}
