@@ -1,0 +1,94 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/google/pprof/profile"
+
+	"sigs.k8s.io/peerdiscovery/test/bench"
+)
+
+// ownPrefix names the project's functions: in a kube-apiserver, only the
+// filter's.
+const ownPrefix = "sigs.k8s.io/peerdiscovery/"
+
+// topSites is how many of the filter's allocation sites are kept.
+const topSites = 8
+
+// heapFigures reads a heap profile: the live heap (inuse_space) and the
+// part of it allocated with a peerdiscovery function on the stack,
+// attributed to the innermost such function.
+func heapFigures(path string) (bench.HeapFigures, error) {
+	var out bench.HeapFigures
+	f, err := os.Open(path)
+	if err != nil {
+		return out, err
+	}
+	defer f.Close()
+	p, err := profile.Parse(f)
+	if err != nil {
+		return out, fmt.Errorf("%s: %w", path, err)
+	}
+	idx := -1
+	for i, st := range p.SampleType {
+		if st.Type == "inuse_space" {
+			idx = i
+		}
+	}
+	if idx < 0 {
+		return out, fmt.Errorf("%s: no inuse_space samples", path)
+	}
+	sites := map[string]float64{}
+	for _, s := range p.Sample {
+		v := float64(s.Value[idx])
+		out.InUse += v
+		if fn := ownFunction(s); fn != "" {
+			out.Filter += v
+			sites[fn] += v
+		}
+	}
+	for fn, v := range sites {
+		out.Top = append(out.Top, bench.HeapSite{Function: fn, Bytes: v})
+	}
+	slices.SortFunc(out.Top, func(a, b bench.HeapSite) int {
+		switch {
+		case a.Bytes > b.Bytes:
+			return -1
+		case a.Bytes < b.Bytes:
+			return 1
+		}
+		return strings.Compare(a.Function, b.Function)
+	})
+	out.Top = out.Top[:min(len(out.Top), topSites)]
+	return out, nil
+}
+
+// ownFunction is the innermost peerdiscovery function of the sample's
+// stack ("" for none).
+func ownFunction(s *profile.Sample) string {
+	for _, loc := range s.Location { // innermost first
+		for _, l := range loc.Line {
+			if l.Function != nil && strings.HasPrefix(l.Function.Name, ownPrefix) {
+				return strings.TrimPrefix(l.Function.Name, ownPrefix)
+			}
+		}
+	}
+	return ""
+}
