@@ -23,7 +23,9 @@
 # _output/bench/<scale>/report.md, report.png, result.json and the heap
 # profiles. The full scale takes about 40 minutes on two cores (warm
 # binaries); --scale smoke about 10. Run it on a quiet machine, under the
-# shared lock: flock /work/heavy.lock hack/bench.sh
+# shared lock: flock /work/heavy.lock hack/bench.sh. --parts runs some of
+# the parts and keeps the others from the last run at the same scale (one
+# report from two shorter runs).
 #
 #   hack/bench.sh [--scale full|smoke] [--parts list,watch,load,cost]
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
@@ -37,7 +39,7 @@ while [[ $# -gt 0 ]]; do
   --scale=*) scale="${1#*=}" ;;
   --parts) parts="$2"; shift ;;
   --parts=*) parts="${1#*=}" ;;
-  -h | --help) sed -n '16,29p' "$0"; exit 0 ;;
+  -h | --help) sed -n '16,31p' "$0"; exit 0 ;;
   *) die "unknown argument $1 (see --help)" ;;
   esac
   shift
@@ -52,7 +54,9 @@ hack/build-kube-apiserver-upstream.sh ${DEFAULT_KUBE_VERSIONS}
 
 dir="${OUTPUT_DIR}/bench/${scale}"
 mkdir -p "${dir}"
-rm -f "${dir}"/heap-*.pb.gz
+# A run of some parts keeps the others' results (and profiles) from the
+# last run at this scale, so the suite can be split over two lock holds.
+[[ ",${parts}," != *,cost,* ]] || rm -f "${dir}"/heap-*.pb.gz
 log::info "bench (${scale}: ${parts}) into ${dir}"
 set +e
 PEERDISCOVERY_BENCH=1 PEERDISCOVERY_BENCH_SCALE="${scale}" PEERDISCOVERY_BENCH_PARTS="${parts}" \

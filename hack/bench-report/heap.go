@@ -81,14 +81,37 @@ func heapFigures(path string) (bench.HeapFigures, error) {
 }
 
 // ownFunction is the innermost peerdiscovery function of the sample's
-// stack ("" for none).
+// stack ("" for none), unless that function only passed the request on to
+// kube-apiserver's own chain: the filter's handler is on the stack of
+// every request the server serves itself (a long-running watch's buffers
+// stay live under it), and what the chain allocates there is not the
+// filter's.
 func ownFunction(s *profile.Sample) string {
-	for _, loc := range s.Location { // innermost first
+	var names []string // innermost first, inlined frames included
+	for _, loc := range s.Location {
 		for _, l := range loc.Line {
-			if l.Function != nil && strings.HasPrefix(l.Function.Name, ownPrefix) {
-				return strings.TrimPrefix(l.Function.Name, ownPrefix)
+			if l.Function != nil {
+				names = append(names, l.Function.Name)
 			}
 		}
 	}
+	for i, name := range names {
+		if !strings.HasPrefix(name, ownPrefix) {
+			continue
+		}
+		if i > 0 && passedOn(names[i-1]) {
+			return ""
+		}
+		return strings.TrimPrefix(name, ownPrefix)
+	}
 	return ""
+}
+
+// passedOn is true for a handler the filter calls that is kube-apiserver's
+// chain, not the filter's own proxy (httputil's ReverseProxy,
+// apimachinery's UpgradeAwareHandler).
+func passedOn(callee string) bool {
+	return strings.HasSuffix(callee, ".ServeHTTP") &&
+		!strings.HasPrefix(callee, "net/http/httputil.") &&
+		!strings.HasPrefix(callee, "k8s.io/apimachinery/pkg/util/proxy.")
 }

@@ -226,12 +226,21 @@ func costPanel(c *bench.CostResult) (*plot.Plot, error) {
 	p.Legend = plot.NewLegend()
 	p.Legend.Top = true
 	for _, name := range []string{bench.PathProxied, bench.PathUpstreamProxied} {
-		b, _ := plotter.NewBarChart(plotter.Values{0}, 0)
-		b.Color = pathColors[name]
-		p.Legend.Add(strings.TrimSuffix(strings.Replace(name, "peerdiscovery", "with the filter", 1), "/proxied"), b)
+		label := "plain upstream (built-in proxy on)"
+		if name == bench.PathProxied {
+			label = "with the filter"
+		}
+		p.Legend.Add(label, swatch{pathColors[name]})
 	}
 	p.NominalX(labels...)
 	return p, nil
+}
+
+// swatch is a legend entry of one color.
+type swatch struct{ c color.Color }
+
+func (s swatch) Thumbnail(c *draw.Canvas) {
+	c.FillPolygon(s.c, []vg.Point{{X: c.Min.X, Y: c.Min.Y}, {X: c.Min.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Max.Y}, {X: c.Max.X, Y: c.Min.Y}})
 }
 
 func line(p *plot.Plot, name string, xys plotter.XYs) error {

@@ -53,6 +53,7 @@ func TestBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := &Result{Scale: scale, Started: time.Now(), Commit: commit(), LoadAvg: map[string]string{}, Took: map[string]time.Duration{}}
+	keepOtherParts(t, filepath.Join(dir, "result.json"), res, parts)
 	ctx := t.Context()
 	save := func() {
 		data, err := json.MarshalIndent(res, "", " ")
@@ -187,6 +188,47 @@ func waitProxying(t *testing.T, planes []*Plane) {
 				return nil
 			})
 		}
+	}
+}
+
+// keepOtherParts fills res with the parts of an earlier run at the same
+// scale in path that this run does not measure, so a suite split over
+// two runs (hack/bench.sh --parts) still gives one report.
+func keepOtherParts(t *testing.T, path string, res *Result, parts []string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	var prev Result
+	if err := json.Unmarshal(data, &prev); err != nil || prev.Scale.Name != res.Scale.Name {
+		return
+	}
+	kept := false
+	for _, p := range []string{"list", "watch", "load", "cost"} {
+		if slices.Contains(parts, p) {
+			continue
+		}
+		switch p {
+		case "list":
+			res.List, kept = prev.List, kept || prev.List != nil
+		case "watch":
+			res.Watch, kept = prev.Watch, kept || prev.Watch != nil
+		case "load":
+			res.Load, kept = prev.Load, kept || prev.Load != nil
+		case "cost":
+			res.Cost, kept = prev.Cost, kept || prev.Cost != nil
+		}
+		for _, k := range []string{p + " start", p + " end"} {
+			if v, ok := prev.LoadAvg[k]; ok {
+				res.LoadAvg[k] = v
+			}
+		}
+		if v, ok := prev.Took[p]; ok {
+			res.Took[p] = v
+		}
+	}
+	if kept {
+		res.Commit += " (some parts from the run of " + prev.Started.UTC().Format(time.RFC3339) + ", " + prev.Commit + ")"
 	}
 }
 

@@ -17,6 +17,8 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -45,7 +47,7 @@ const (
 func svm(name, set string, pad int) []byte {
 	meta := map[string]any{"name": name, "labels": map[string]string{labelKey: set}}
 	if pad > 0 {
-		meta["annotations"] = map[string]string{padKey: strings.Repeat("x", pad)}
+		meta["annotations"] = map[string]string{padKey: padding(name, pad)}
 	}
 	b, _ := json.Marshal(map[string]any{
 		"apiVersion": "storagemigration.k8s.io/v1", "kind": "StorageVersionMigration",
@@ -53,6 +55,19 @@ func svm(name, set string, pad int) []byte {
 		"spec":     map[string]any{"resource": map[string]string{"group": "", "resource": "configmaps"}},
 	})
 	return b
+}
+
+// padding is n hex digits derived from name: about as compressible as
+// an object's own fields (gzip halves it), where a repeated character
+// would make a gzip LIST a hundred times smaller than any real one.
+func padding(name string, n int) string {
+	var b strings.Builder
+	sum := sha256.Sum256([]byte(name))
+	for b.Len() < n {
+		b.WriteString(hex.EncodeToString(sum[:]))
+		sum = sha256.Sum256(sum[:])
+	}
+	return b.String()[:n]
 }
 
 // do makes one request and reads the whole answer; any status but want

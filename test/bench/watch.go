@@ -101,11 +101,12 @@ type watcher struct {
 	err  error // why the stream ended early
 }
 
-func watchPhase(ctx context.Context, p *Path, s Scale) (WatchPhase, error) {
-	ph := WatchPhase{Path: p.Name(), Watchers: s.Watchers}
+func watchPhase(ctx context.Context, p *Path, s Scale) (ph WatchPhase, err error) {
+	ph = WatchPhase{Path: p.Name(), Watchers: s.Watchers}
 	writeServer := p.plane.serverOf(NewVersion)
 	writeCfg := p.plane.C.AdminConfig(writeServer)
-	_, rv, err := listCount(ctx, writeCfg, "watch")
+	var rv string
+	_, rv, err = listCount(ctx, writeCfg, "watch")
 	if err != nil {
 		return ph, err
 	}
@@ -117,6 +118,7 @@ func watchPhase(ctx context.Context, p *Path, s Scale) (WatchPhase, error) {
 	}
 	srcRSS := startSampler(250*time.Millisecond, func() (float64, error) { return rssBytes(srcPID) })
 	peerRSS := startSampler(250*time.Millisecond, func() (float64, error) { return rssBytes(peerPID) })
+	// ph is the named result: the peaks land in what is returned.
 	defer func() {
 		ph.SourceRSSPeak, _ = srcRSS.end()
 		ph.PeerRSSPeak, _ = peerRSS.end()
