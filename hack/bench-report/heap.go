@@ -34,17 +34,18 @@ const topSites = 8
 
 // heapFigures reads a heap profile: the live heap (inuse_space) and the
 // part of it allocated with a peerdiscovery function on the stack,
-// attributed to the innermost such function.
-func heapFigures(path string) (bench.HeapFigures, error) {
+// attributed to the innermost such function; and the live heap by
+// allocating function (the innermost frame).
+func heapFigures(path string) (bench.HeapFigures, map[string]float64, error) {
 	var out bench.HeapFigures
 	f, err := os.Open(path)
 	if err != nil {
-		return out, err
+		return out, nil, err
 	}
 	defer f.Close()
 	p, err := profile.Parse(f)
 	if err != nil {
-		return out, fmt.Errorf("%s: %w", path, err)
+		return out, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	idx := -1
 	for i, st := range p.SampleType {
@@ -53,9 +54,10 @@ func heapFigures(path string) (bench.HeapFigures, error) {
 		}
 	}
 	if idx < 0 {
-		return out, fmt.Errorf("%s: no inuse_space samples", path)
+		return out, nil, fmt.Errorf("%s: no inuse_space samples", path)
 	}
 	sites := map[string]float64{}
+	flat := map[string]float64{}
 	for _, s := range p.Sample {
 		v := float64(s.Value[idx])
 		out.InUse += v
@@ -63,11 +65,23 @@ func heapFigures(path string) (bench.HeapFigures, error) {
 			out.Filter += v
 			sites[fn] += v
 		}
+		if len(s.Location) > 0 && len(s.Location[0].Line) > 0 && s.Location[0].Line[0].Function != nil {
+			flat[s.Location[0].Line[0].Function.Name] += v
+		}
 	}
+	out.Top = top(sites, topSites)
+	return out, flat, nil
+}
+
+// top are the n largest of sites.
+func top(sites map[string]float64, n int) []bench.HeapSite {
+	var out []bench.HeapSite
 	for fn, v := range sites {
-		out.Top = append(out.Top, bench.HeapSite{Function: fn, Bytes: v})
+		if v > 0 {
+			out = append(out, bench.HeapSite{Function: fn, Bytes: v})
+		}
 	}
-	slices.SortFunc(out.Top, func(a, b bench.HeapSite) int {
+	slices.SortFunc(out, func(a, b bench.HeapSite) int {
 		switch {
 		case a.Bytes > b.Bytes:
 			return -1
@@ -76,8 +90,51 @@ func heapFigures(path string) (bench.HeapFigures, error) {
 		}
 		return strings.Compare(a.Function, b.Function)
 	})
-	out.Top = out.Top[:min(len(out.Top), topSites)]
-	return out, nil
+	return out[:min(len(out), n)]
+}
+
+// heapDiff is, per cost state and release, the functions whose live heap
+// grew most from upstream's servers to this filter's, means over the
+// servers of that release.
+func heapDiff(c *bench.CostResult, flat map[string]map[string]float64) map[string][]bench.HeapSite {
+	out := map[string][]bench.HeapSite{}
+	for _, st := range c.States {
+		type acc struct {
+			sum map[string]float64
+			n   int
+		}
+		accs := map[string]*acc{} // routing/version
+		for _, p := range st.Processes {
+			f, ok := flat[p.HeapProfile]
+			if !ok {
+				continue
+			}
+			k := p.Routing + "/" + p.Version
+			if accs[k] == nil {
+				accs[k] = &acc{sum: map[string]float64{}}
+			}
+			accs[k].n++
+			for fn, v := range f {
+				accs[k].sum[fn] += v
+			}
+		}
+		for k, ours := range accs {
+			routing, version, _ := strings.Cut(k, "/")
+			up := accs["upstream/"+version]
+			if routing != "peerdiscovery" || up == nil {
+				continue
+			}
+			d := map[string]float64{}
+			for fn, v := range ours.sum {
+				d[fn] += v / float64(ours.n)
+			}
+			for fn, v := range up.sum {
+				d[fn] -= v / float64(up.n)
+			}
+			out[st.Name+" "+version] = top(d, topSites)
+		}
+	}
+	return out
 }
 
 // ownFunction is the innermost peerdiscovery function of the sample's

@@ -43,18 +43,20 @@ func main() {
 	}
 	if res.Cost != nil {
 		res.Heap = map[string]bench.HeapFigures{}
+		flat := map[string]map[string]float64{}
 		for _, st := range res.Cost.States {
 			for _, p := range st.Processes {
 				if p.HeapProfile == "" {
 					continue
 				}
-				f, err := heapFigures(filepath.Join(*dir, p.HeapProfile))
+				f, byFunction, err := heapFigures(filepath.Join(*dir, p.HeapProfile))
 				if err != nil {
 					fail(err)
 				}
-				res.Heap[p.HeapProfile] = f
+				res.Heap[p.HeapProfile], flat[p.HeapProfile] = f, byFunction
 			}
 		}
+		res.HeapDiff = heapDiff(res.Cost, flat)
 	}
 	if data, err = json.MarshalIndent(res, "", " "); err != nil {
 		fail(err)

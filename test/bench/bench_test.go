@@ -81,7 +81,7 @@ func TestBench(t *testing.T) {
 	}
 
 	if slices.ContainsFunc(parts, func(p string) bool { return p == "list" || p == "watch" || p == "load" }) {
-		planes, err := StartPlanes(ctx, []string{OldVersion, NewVersion}, t.Logf)
+		planes, err := StartPlanes(ctx, []string{OldVersion, NewVersion}, nil, t.Logf)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,9 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planes, err := StartPlanes(ctx, s.CostServers, t.Logf)
+	// Heap profiles sample every 64 KiB allocated instead of 512 KiB, on
+	// both planes: the filter's part is a few MiB.
+	planes, err := StartPlanes(ctx, s.CostServers, []string{"GODEBUG=memprofilerate=65536"}, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

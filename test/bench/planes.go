@@ -39,10 +39,11 @@ const (
 	octetUpstream      = 92
 )
 
-// PlaneConfig is one plane of the bench: servers of the given releases,
-// routed by r; this project's plane has one peerdiscovery-apiserver
-// replica refreshing at its default interval; no kube-controller-manager.
-func PlaneConfig(r localcluster.Routing, versions []string) (localcluster.Config, error) {
+// PlaneConfig is one plane of the bench: servers of the given releases
+// with env added to their environment, routed by r; this project's plane
+// has one peerdiscovery-apiserver replica refreshing at its default
+// interval; no kube-controller-manager.
+func PlaneConfig(r localcluster.Routing, versions, env []string) (localcluster.Config, error) {
 	octet := octetPeerDiscovery
 	if r != localcluster.RoutingPeerDiscovery {
 		octet = octetUpstream
@@ -58,7 +59,7 @@ func PlaneConfig(r localcluster.Routing, versions []string) (localcluster.Config
 	}
 	cfg.ControllerManager.Disabled = true
 	for _, v := range versions {
-		cfg.Servers = append(cfg.Servers, localcluster.ServerSpec{Version: v})
+		cfg.Servers = append(cfg.Servers, localcluster.ServerSpec{Version: v, Env: env})
 	}
 	return cfg, r.Apply(&cfg)
 }
@@ -70,14 +71,14 @@ type Plane struct {
 }
 
 // StartPlanes starts one plane per routing at once, each with servers of
-// versions, and returns them in Routings order; on error it stops what
-// started.
-func StartPlanes(ctx context.Context, versions []string, logf func(string, ...any)) ([]*Plane, error) {
+// versions (env added to their environment), and returns them in Routings
+// order; on error it stops what started.
+func StartPlanes(ctx context.Context, versions, env []string, logf func(string, ...any)) ([]*Plane, error) {
 	planes := make([]*Plane, len(Routings))
 	errs := make([]error, len(Routings))
 	var wg sync.WaitGroup
 	for i, r := range Routings {
-		cfg, err := PlaneConfig(r, versions)
+		cfg, err := PlaneConfig(r, versions, env)
 		if err != nil {
 			return nil, err
 		}

@@ -36,8 +36,11 @@ type Result struct {
 	Cost  *CostResult  `json:"cost,omitempty"`
 
 	// Heap is filled by hack/bench-report from the heap profiles, by
-	// profile file.
-	Heap map[string]HeapFigures `json:"heap,omitempty"`
+	// profile file; HeapDiff, per cost state and release, the functions
+	// whose live heap (by allocating function) grew most from upstream's
+	// servers to this filter's (means over the servers).
+	Heap     map[string]HeapFigures `json:"heap,omitempty"`
+	HeapDiff map[string][]HeapSite  `json:"heapDiff,omitempty"`
 }
 
 // HeapFigures are read from one heap profile (after a GC).
