@@ -58,6 +58,14 @@ func main() {
 		}
 		res.HeapDiff = heapDiff(res.Cost, flat)
 	}
+	res.CPU = map[string]bench.CPUFigures{}
+	for _, pr := range res.Profiles() {
+		f, err := cpuFigures(filepath.Join(*dir, pr.File), pr.Routing)
+		if err != nil {
+			fail(err)
+		}
+		res.CPU[pr.File] = f
+	}
 	if data, err = json.MarshalIndent(res, "", " "); err != nil {
 		fail(err)
 	}

@@ -90,17 +90,17 @@ func TestBench(t *testing.T) {
 			waitProxying(t, planes)
 			paths := Paths(planes)
 			part("list", func() {
-				if res.List, err = RunList(ctx, planes, paths, scale, t.Logf); err != nil {
+				if res.List, err = RunList(ctx, planes, paths, scale, dir, t.Logf); err != nil {
 					t.Fatal(err)
 				}
 			})
 			part("watch", func() {
-				if res.Watch, err = RunWatch(ctx, planes, paths, scale, t.Logf); err != nil {
+				if res.Watch, err = RunWatch(ctx, planes, paths, scale, dir, t.Logf); err != nil {
 					t.Fatal(err)
 				}
 			})
 			part("load", func() {
-				if res.Load, err = RunLoad(ctx, planes, paths, scale, t.Logf); err != nil {
+				if res.Load, res.LoadProfiles, err = RunLoad(ctx, planes, paths, scale, dir, t.Logf); err != nil {
 					t.Fatal(err)
 				}
 			})
@@ -216,7 +216,7 @@ func keepOtherParts(t *testing.T, path string, res *Result, parts []string) {
 		case "watch":
 			res.Watch, kept = prev.Watch, kept || prev.Watch != nil
 		case "load":
-			res.Load, kept = prev.Load, kept || prev.Load != nil
+			res.Load, res.LoadProfiles, kept = prev.Load, prev.LoadProfiles, kept || prev.Load != nil
 		case "cost":
 			res.Cost, kept = prev.Cost, kept || prev.Cost != nil
 		}

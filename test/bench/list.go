@@ -80,6 +80,9 @@ type ListResult struct {
 	// LISTs and the peak while its LISTs ran.
 	SourceRSSBefore map[string]float64 `json:"sourceRSSBefore"`
 	SourceRSSPeak   map[string]float64 `json:"sourceRSSPeak"`
+	// Profiles of the proxied paths' servers while they LIST (protobuf,
+	// one page: the most bytes through the hop).
+	Profiles []CPUProfile `json:"profiles,omitempty"`
 }
 
 // listVariants are every combination.
@@ -98,7 +101,7 @@ func listVariants(pageSize int) []ListVariant {
 // RunList seeds every plane with the scale's objects, then LISTs them
 // ListRounds times per path and variant: per round, each path in turn
 // (rotated each round) runs every variant.
-func RunList(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf func(string, ...any)) (*ListResult, error) {
+func RunList(ctx context.Context, planes []*Plane, paths []*Path, s Scale, dir string, logf func(string, ...any)) (*ListResult, error) {
 	res := &ListResult{Objects: s.ListObjects, SourceRSSBefore: map[string]float64{}, SourceRSSPeak: map[string]float64{}}
 	for _, pl := range planes {
 		cfg := pl.C.AdminConfig(pl.serverOf(NewVersion))
@@ -152,6 +155,22 @@ func RunList(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf 
 			res.SourceRSSPeak[p.Name()] = max(res.SourceRSSPeak[p.Name()], peak)
 		}
 		logf("LIST round %d of %d done", round+1, s.ListRounds)
+	}
+	if s.ProfileSeconds > 0 {
+		heaviest := ListVariant{Protobuf: true}
+		for _, p := range paths {
+			if p.Mode != "proxied" {
+				continue
+			}
+			profs, err := profileWhile(ctx, p, "list", "LIST "+heaviest.String(), s.ProfileSeconds, dir, func() error {
+				_, err := listOnce(ctx, clients[p], p, heaviest, s.ListObjects)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("profiling %s: %w", p.Name(), err)
+			}
+			res.Profiles = append(res.Profiles, profs...)
+		}
 	}
 	return res, nil
 }

@@ -16,6 +16,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,10 +48,10 @@ const maxRequestsPerWorker = 200000
 // RunLoad creates the target object on every plane, then for each round
 // and concurrency runs each path in turn (rotated) for one step: c workers,
 // each with its own connection, GET the object in a closed loop.
-func RunLoad(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf func(string, ...any)) ([]LoadStep, error) {
+func RunLoad(ctx context.Context, planes []*Plane, paths []*Path, s Scale, dir string, logf func(string, ...any)) ([]LoadStep, []CPUProfile, error) {
 	for _, pl := range planes {
 		if err := createSVMs(ctx, pl.C.AdminConfig(pl.serverOf(NewVersion)), "get", 1, 0, 1); err != nil {
-			return nil, fmt.Errorf("%s: %w", pl.Routing, err)
+			return nil, nil, fmt.Errorf("%s: %w", pl.Routing, err)
 		}
 	}
 	maxC := slices.Max(s.LoadConcurrency)
@@ -59,7 +60,7 @@ func RunLoad(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf 
 		for range maxC {
 			c, err := httpClient(p.Config())
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			clients[p] = append(clients[p], c)
 		}
@@ -77,7 +78,7 @@ func RunLoad(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf 
 			for _, p := range rotate(paths, round+k) {
 				st, err := loadStep(ctx, p, clients[p][:c], s.LoadStep)
 				if err != nil {
-					return out, err
+					return out, nil, err
 				}
 				st.Round = round
 				out = append(out, st)
@@ -85,7 +86,26 @@ func RunLoad(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf 
 			logf("load round %d c=%d done", round+1, c)
 		}
 	}
-	return out, nil
+	var profs []CPUProfile
+	if s.ProfileSeconds > 0 {
+		for _, p := range paths {
+			if p.Mode != "proxied" {
+				continue
+			}
+			pr, err := profileWhile(ctx, p, "load", fmt.Sprintf("GETs at c=%d", maxC), s.ProfileSeconds, dir, func() error {
+				st, err := loadStep(ctx, p, clients[p], time.Second)
+				if err == nil && st.Errors > 0 {
+					err = errors.New(st.FirstError)
+				}
+				return err
+			})
+			if err != nil {
+				return out, profs, fmt.Errorf("profiling %s: %w", p.Name(), err)
+			}
+			profs = append(profs, pr...)
+		}
+	}
+	return out, profs, nil
 }
 
 // loadStep runs len(clients) workers for step (after a short warm-up that

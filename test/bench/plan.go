@@ -75,6 +75,10 @@ type Scale struct {
 	CostSettle        time.Duration `json:"costSettle"`
 	CostWindow        time.Duration `json:"costWindow"`
 	CostMemoryReserve int64         `json:"costMemoryReserve"`
+
+	// ProfileSeconds is the length of each CPU profile of the proxied
+	// paths' servers (0: none).
+	ProfileSeconds int `json:"profileSeconds"`
 }
 
 // The releases: the source of every proxied request is the older one,
@@ -98,6 +102,7 @@ func FullScale() Scale {
 		CostServers: []string{OldVersion, OldVersion, NewVersion, NewVersion, NewVersion},
 		CostGVRs:    5000, CostCRDs: 1000, CostSettle: 45 * time.Second, CostWindow: 60 * time.Second,
 		CostMemoryReserve: 4 << 30,
+		ProfileSeconds:    10,
 	}
 }
 
@@ -111,6 +116,7 @@ func SmokeScale() Scale {
 		CostServers: []string{OldVersion, NewVersion, NewVersion},
 		CostGVRs:    300, CostCRDs: 100, CostSettle: 15 * time.Second, CostWindow: 15 * time.Second,
 		CostMemoryReserve: 4 << 30,
+		ProfileSeconds:    2,
 	}
 }
 

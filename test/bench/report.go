@@ -49,6 +49,9 @@ func Markdown(r *Result) string {
 	if len(r.Load) > 0 {
 		loadTable(&b, r.Load)
 	}
+	if len(r.CPU) > 0 {
+		cpuTable(&b, r)
+	}
 	if r.Cost != nil {
 		costTable(&b, r.Cost, r.Heap)
 		heapTables(&b, r.Cost, r.Heap, r.HeapDiff)
@@ -313,4 +316,36 @@ func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, 
 		}
 		b.WriteString("\n\n")
 	}
+}
+
+// cpuAreas is the order of the CPU profiles' columns.
+var cpuAreas = []string{"TLS and crypto", "HTTP/2", "net/http", "syscalls", "memmove", "encoding", "Go GC and allocation", "Go scheduler and runtime", "this filter", "upstream's proxy", "kube-apiserver, other"}
+
+func cpuTable(b *strings.Builder, r *Result) {
+	b.WriteString("## Where the proxied paths' CPU goes (profiles of the source and the peer while each proxied workload ran)\n\n")
+	b.WriteString("Cores = CPU seconds sampled ÷ profile seconds. Areas by the innermost frame, in % of the sampled time; \"under the proxy\" is the time with the proxy's own function on the stack (this filter's, or upstream's peerproxy), its TLS and HTTP/2 included, the local chain it hands requests to excluded.\n\n")
+	b.WriteString("| part | plane | server | workload | cores | under the proxy |")
+	for _, a := range cpuAreas {
+		fmt.Fprintf(b, " %s |", a)
+	}
+	b.WriteString("\n|---|---|---|---|---|---|" + strings.Repeat("---|", len(cpuAreas)) + "\n")
+	var tops []string
+	for _, p := range r.Profiles() {
+		f, ok := r.CPU[p.File]
+		if !ok || f.Total == 0 {
+			continue
+		}
+		pct := func(d time.Duration) string { return fmt.Sprintf("%.0f", 100*float64(d)/float64(f.Total)) }
+		fmt.Fprintf(b, "| %s | %s | %s (%s) | %s | %.2f | %s |", p.Part, p.Routing, p.Role, p.Component, p.Workload, f.Total.Seconds()/float64(max(p.Seconds, 1)), pct(f.Filter))
+		for _, a := range cpuAreas {
+			fmt.Fprintf(b, " %s |", pct(f.Areas[a]))
+		}
+		b.WriteString("\n")
+		var fns []string
+		for _, t := range f.Top[:min(len(f.Top), 6)] {
+			fns = append(fns, fmt.Sprintf("%s %.0f%%", t.Function, 100*t.Bytes/f.Total.Seconds()))
+		}
+		tops = append(tops, fmt.Sprintf("- %s, %s %s: %s", p.Part, p.Routing, p.Role, strings.Join(fns, "; ")))
+	}
+	b.WriteString("\nLargest functions by flat time (profiles in the output folder, `go tool pprof -top <file>`):\n\n" + strings.Join(tops, "\n") + "\n\n")
 }

@@ -33,7 +33,10 @@ type Result struct {
 	List  *ListResult  `json:"list,omitempty"`
 	Watch []WatchPhase `json:"watch,omitempty"`
 	Load  []LoadStep   `json:"load,omitempty"`
-	Cost  *CostResult  `json:"cost,omitempty"`
+	// LoadProfiles are CPU profiles of the proxied paths' servers at the
+	// highest concurrency.
+	LoadProfiles []CPUProfile `json:"loadProfiles,omitempty"`
+	Cost         *CostResult  `json:"cost,omitempty"`
 
 	// Heap is filled by hack/bench-report from the heap profiles, by
 	// profile file; HeapDiff, per cost state and release, the functions
@@ -41,6 +44,30 @@ type Result struct {
 	// servers to this filter's (means over the servers).
 	Heap     map[string]HeapFigures `json:"heap,omitempty"`
 	HeapDiff map[string][]HeapSite  `json:"heapDiff,omitempty"`
+	// CPU is filled by hack/bench-report from the CPU profiles, by file.
+	CPU map[string]CPUFigures `json:"cpu,omitempty"`
+}
+
+// CPUFigures are read from one CPU profile: the CPU time sampled, and its
+// share by area (the innermost frame's: see hack/bench-report), and the
+// time under the filter's functions.
+type CPUFigures struct {
+	Total  time.Duration            `json:"total"`
+	Areas  map[string]time.Duration `json:"areas"`
+	Filter time.Duration            `json:"filter"`
+	Top    []HeapSite               `json:"top,omitempty"` // flat, by function; Bytes holds seconds
+}
+
+// Profiles are every CPU profile of the run.
+func (r *Result) Profiles() []CPUProfile {
+	var out []CPUProfile
+	if r.List != nil {
+		out = append(out, r.List.Profiles...)
+	}
+	for _, w := range r.Watch {
+		out = append(out, w.Profiles...)
+	}
+	return append(out, r.LoadProfiles...)
 }
 
 // HeapFigures are read from one heap profile (after a GC).

@@ -66,6 +66,8 @@ type WatchPhase struct {
 	SourceCPU       time.Duration `json:"sourceCPU"`
 	PeerCPU         time.Duration `json:"peerCPU"`
 	Took            time.Duration `json:"took"`
+	// Profiles of a proxied path's servers while the changes flow.
+	Profiles []CPUProfile `json:"profiles,omitempty"`
 }
 
 // watchersPerConnection spreads the watchers over connections, as many
@@ -74,7 +76,7 @@ const watchersPerConnection = 50
 
 // RunWatch seeds every plane with the watched objects, then measures each
 // path in turn.
-func RunWatch(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf func(string, ...any)) ([]WatchPhase, error) {
+func RunWatch(ctx context.Context, planes []*Plane, paths []*Path, s Scale, dir string, logf func(string, ...any)) ([]WatchPhase, error) {
 	for _, pl := range planes {
 		if err := createSVMs(ctx, pl.C.AdminConfig(pl.serverOf(NewVersion)), "watch", s.WatchObjects, 0, 4); err != nil {
 			return nil, fmt.Errorf("%s: creating the watched objects: %w", pl.Routing, err)
@@ -82,7 +84,7 @@ func RunWatch(ctx context.Context, planes []*Plane, paths []*Path, s Scale, logf
 	}
 	var out []WatchPhase
 	for _, p := range paths {
-		ph, err := watchPhase(ctx, p, s)
+		ph, err := watchPhase(ctx, p, s, dir)
 		if err != nil {
 			return out, fmt.Errorf("WATCH %s: %w", p.Name(), err)
 		}
@@ -101,7 +103,7 @@ type watcher struct {
 	err  error // why the stream ended early
 }
 
-func watchPhase(ctx context.Context, p *Path, s Scale) (ph WatchPhase, err error) {
+func watchPhase(ctx context.Context, p *Path, s Scale, dir string) (ph WatchPhase, err error) {
 	ph = WatchPhase{Path: p.Name(), Watchers: s.Watchers}
 	writeServer := p.plane.serverOf(NewVersion)
 	writeCfg := p.plane.C.AdminConfig(writeServer)
@@ -184,7 +186,23 @@ func watchPhase(ctx context.Context, p *Path, s Scale) (ph WatchPhase, err error
 	srcCPU0, _ := cpuTime(srcPID)
 	peerCPU0, _ := cpuTime(peerPID)
 	start := time.Now()
+	var profiling sync.WaitGroup
+	var profErr error
+	if secs := min(s.ProfileSeconds, int(s.WatchDuration.Seconds()/2)); p.Mode == "proxied" && secs > 0 {
+		profiling.Add(1)
+		go func() {
+			defer profiling.Done()
+			ph.Profiles, profErr = profileWhile(wctx, p, "watch", fmt.Sprintf("%d watchers, %d changes/s", s.Watchers, s.WatchRate), secs, dir,
+				func() error { time.Sleep(100 * time.Millisecond); return nil })
+		}()
+	}
 	ack := write(wctx, writeCfg, s, n, since, &ph)
+	profiling.Wait()
+	if profErr != nil {
+		stop()
+		done.Wait()
+		return ph, fmt.Errorf("profiling: %w", profErr)
+	}
 	// Every acknowledged change should reach every watcher: wait for the
 	// stragglers, bounded.
 	deadline := time.Now().Add(30 * time.Second)
