@@ -110,21 +110,6 @@ func (p *process) exitErr() error {
 	}
 }
 
-// pid is the process ID of the current run (0 when it does not run).
-func (p *process) pid() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil {
-		return 0
-	}
-	select {
-	case <-p.done:
-		return 0
-	default:
-		return p.cmd.Process.Pid
-	}
-}
-
 // run returns the current run's exit channel and start time (nil before
 // the first start).
 func (p *process) run() (<-chan struct{}, time.Time) {
