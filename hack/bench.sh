@@ -22,7 +22,7 @@
 # once and the measurements alternate between them. Writes
 # _output/bench/<scale>/report.md, report.png, result.json and the heap
 # profiles. The full scale takes about 40 minutes on two cores (warm
-# binaries); --scale smoke about 10. Run it on a quiet machine, under the
+# binaries); --scale smoke about 5. Run it on a quiet machine, under the
 # shared lock: flock /work/heavy.lock hack/bench.sh. --parts runs some of
 # the parts and keeps the others from the last run at the same scale (one
 # report from two shorter runs).
