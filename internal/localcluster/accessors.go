@@ -56,6 +56,11 @@ func (c *Cluster) FrontProxyClientFiles() (certFile, keyFile string) {
 	return c.pki.frontProxyClientCert, c.pki.frontProxyClientKey
 }
 
+// FrontProxyCAFile is the CA the kube-apiservers verify proxy clients
+// with (--requestheader-client-ca-file); an aggregated API server behind
+// an APIService verifies the aggregator with it.
+func (c *Cluster) FrontProxyCAFile() string { return c.pki.frontProxyCAFile }
+
 // LoadBalancerEndpoint is https://10.254.<octet>.1:<port>, a TCP load
 // balancer over every running kube-apiserver ("" without extension
 // replicas).
@@ -78,6 +83,27 @@ func (c *Cluster) Servers() []ServerInfo {
 		}
 	}
 	return out
+}
+
+// ServerPID is the process ID of kube-apiserver i (0 when it does not
+// run), for reading its memory and CPU time from /proc: nsArgv execs all
+// the way down, so it is kube-apiserver's own.
+func (c *Cluster) ServerPID(i int) (int, error) {
+	s, err := c.server(i)
+	if err != nil {
+		return 0, err
+	}
+	return s.proc.pid(), nil
+}
+
+// ExtensionPID is the process ID of peerdiscovery-apiserver replica i (0
+// when it does not run).
+func (c *Cluster) ExtensionPID(i int) (int, error) {
+	e, err := c.ext(i)
+	if err != nil || e.proc == nil {
+		return 0, err
+	}
+	return e.proc.pid(), nil
 }
 
 // Extensions describes the peerdiscovery-apiserver replicas.

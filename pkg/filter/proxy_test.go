@@ -16,6 +16,7 @@ package filter
 
 import (
 	"bufio"
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -296,5 +297,53 @@ func TestProxyUpgradeCarriesIdentity(t *testing.T) {
 			}
 			checkProxiedAsAlice(t, s)
 		})
+	}
+}
+
+// TestProxyKeepsTheClientsAcceptEncoding: the peer sees the client's
+// Accept-Encoding, no other. A request without one reaches the peer
+// without one (the answer is not compressed by the peer and inflated
+// here), and a gzip answer the client asked for comes back compressed.
+func TestProxyKeepsTheClientsAcceptEncoding(t *testing.T) {
+	e := newEnv(t)
+	body := strings.Repeat(`{"kind":"Widget"}`, 1000)
+	peer := e.newPeer(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.Header.Get("Accept-Encoding") != "gzip" {
+			_, _ = io.WriteString(w, body)
+			return
+		}
+		w.Header().Set("Content-Encoding", "gzip")
+		zw := gzip.NewWriter(w)
+		_, _ = io.WriteString(zw, body)
+		_ = zw.Close()
+	})
+	e.setLocal()
+	e.setRoutes(route(widgetsGVR, readyPeer("b", peer.endpoint())))
+	// A client that sends no Accept-Encoding of its own.
+	tr := e.client.Transport.(*http.Transport).Clone()
+	tr.DisableCompression = true
+	e.client = &http.Client{Transport: tr}
+	for _, enc := range []string{"", "gzip"} {
+		req := e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil)
+		if enc != "" {
+			req.Header.Set("Accept-Encoding", enc)
+		}
+		resp := e.do(req)
+		got, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("Accept-Encoding %q: %d, %v", enc, resp.StatusCode, err)
+		}
+		seen := peer.requests()
+		if sent := seen[len(seen)-1].Header.Get("Accept-Encoding"); sent != enc {
+			t.Errorf("the client sent Accept-Encoding %q, the peer saw %q", enc, sent)
+		}
+		if ce := resp.Header.Get("Content-Encoding"); ce != enc {
+			t.Errorf("Accept-Encoding %q: the answer's Content-Encoding is %q", enc, ce)
+		}
+		if enc == "" && string(got) != body {
+			t.Errorf("the answer is not the peer's: %d bytes", len(got))
+		}
 	}
 }

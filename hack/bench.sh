@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Copyright The peerdiscovery Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+# On demand (not in CI): what the filter costs at scale (test/bench), side
+# by side in one run with direct requests and with upstream's built-in peer
+# proxy (plain upstream kube-apiservers of the same releases): LIST of
+# 10,000 objects, 1,000 watchers at 100 changes/s, closed-loop load at
+# c=1..64 through v1.36.3, and each kube-apiserver's memory and CPU against
+# the plain binary, idle and with CRDs across 5 servers. Both planes run at
+# once and the measurements alternate between them. Writes
+# _output/bench/<scale>/report.md, report.png, result.json and the heap
+# profiles. The full scale takes about 40 minutes on two cores (warm
+# binaries); --scale smoke about 5. Run it on a quiet machine, under the
+# shared lock: flock /work/heavy.lock hack/bench.sh. --parts runs some of
+# the parts and keeps the others from the last run at the same scale (one
+# report from two shorter runs).
+#
+#   hack/bench.sh [--scale full|smoke] [--parts list,watch,load,cost]
+source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
+cd "${REPO_ROOT}"
+
+scale=full
+parts=list,watch,load,cost
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+  --scale) scale="$2"; shift ;;
+  --scale=*) scale="${1#*=}" ;;
+  --parts) parts="$2"; shift ;;
+  --parts=*) parts="${1#*=}" ;;
+  -h | --help) sed -n '16,31p' "$0"; exit 0 ;;
+  *) die "unknown argument $1 (see --help)" ;;
+  esac
+  shift
+done
+[[ "${scale}" == full || "${scale}" == smoke ]] || die "--scale ${scale}: want full or smoke"
+[[ "$(id -u)" == "0" ]] || die "the bench needs root (ip netns add, unshare --uts)"
+
+hack/build-etcd.sh
+hack/build-kubectl.sh
+hack/build-kube-apiserver.sh ${DEFAULT_KUBE_VERSIONS}
+hack/build-kube-apiserver-upstream.sh ${DEFAULT_KUBE_VERSIONS}
+
+dir="${OUTPUT_DIR}/bench/${scale}"
+mkdir -p "${dir}"
+# A run of some parts keeps the others' results (and profiles) from the
+# last run at this scale, so the suite can be split over two lock holds.
+[[ ",${parts}," != *,cost,* ]] || rm -f "${dir}"/heap-*.pb.gz
+log::info "bench (${scale}: ${parts}) into ${dir}"
+set +e
+PEERDISCOVERY_BENCH=1 PEERDISCOVERY_BENCH_SCALE="${scale}" PEERDISCOVERY_BENCH_PARTS="${parts}" \
+  PEERDISCOVERY_BENCH_DIR="${dir}" PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" \
+  go test -count=1 -v -timeout 90m -run '^TestBench$' ./test/bench 2>&1 | tee "${dir}/bench.log"
+rc=$? # pipefail: go test's status
+set -e
+if [[ -f "${dir}/result.json" ]]; then
+  (cd hack/bench-report && go run . --dir "${dir}")
+fi
+exit "${rc}"

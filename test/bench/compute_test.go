@@ -1,0 +1,103 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package bench
+
+import (
+	"bytes"
+	"compress/gzip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The figures the report's goals are judged by, computed from samples
+// without a plane.
+
+func TestMaxRPS(t *testing.T) {
+	ms := time.Millisecond
+	steps := []LoadStep{
+		{Path: PathDirect, Concurrency: 1, Round: 0, RPS: 400, P99: 5 * ms},
+		{Path: PathDirect, Concurrency: 8, Round: 0, RPS: 2000, P99: 40 * ms},
+		{Path: PathDirect, Concurrency: 8, Round: 1, RPS: 1800, P99: 50 * ms},   // the lower round counts
+		{Path: PathDirect, Concurrency: 64, Round: 0, RPS: 2500, P99: 150 * ms}, // over the bound
+		{Path: PathProxied, Concurrency: 8, Round: 0, RPS: 1500, P99: 30 * ms},
+		{Path: PathProxied, Concurrency: 8, Round: 1, RPS: 1600, P99: 120 * ms}, // a bad round sinks the step
+		{Path: PathProxied, Concurrency: 1, Round: 0, RPS: 300, P99: 6 * ms},
+		{Path: PathProxied, Concurrency: 16, Round: 0, RPS: 1700, P99: 20 * ms, Errors: 1}, // errors disqualify
+		{Path: PathUpstreamProxied, Concurrency: 1, Round: 0, RPS: 100, P99: 200 * ms},
+	}
+	got := MaxRPS(steps, LoadP99Bound)
+	want := map[string]float64{PathDirect: 1800, PathProxied: 300, PathUpstreamProxied: 0}
+	if len(got) != len(want) {
+		t.Fatalf("MaxRPS = %v, want %v", got, want)
+	}
+	for p, w := range want {
+		if got[p] != w {
+			t.Errorf("MaxRPS[%s] = %v, want %v", p, got[p], w)
+		}
+	}
+}
+
+func TestListSummaryAndGoal(t *testing.T) {
+	v := ListVariant{Limit: 500}
+	var samples []ListSample
+	for i, took := range []time.Duration{3 * time.Second, time.Second, 2 * time.Second} {
+		samples = append(samples,
+			ListSample{Path: PathDirect, Variant: v, Round: i, Took: took / 2, Bytes: 10e6},
+			ListSample{Path: PathProxied, Variant: v, Round: i, Took: took, Bytes: 10e6},
+			ListSample{Path: PathUpstreamDirect, Variant: v, Round: i, Took: took / 2, Bytes: 10e6},
+			ListSample{Path: PathUpstreamProxied, Variant: v, Round: i, Took: took / 2, Bytes: 10e6})
+	}
+	r := &ListResult{Samples: samples}
+	sum := r.ListSummary()
+	d, p := sum[v][PathDirect], sum[v][PathProxied]
+	if d.Took != time.Second || p.Took != 2*time.Second {
+		t.Fatalf("medians: direct %s, proxied %s; want 1s and 2s", d.Took, p.Took)
+	}
+	if d.MBps != 10 || p.MBps != 5 {
+		t.Fatalf("MB/s: direct %v, proxied %v; want 10 and 5", d.MBps, p.MBps)
+	}
+	var b strings.Builder
+	goals(&b, &Result{List: r})
+	if !strings.Contains(b.String(), "0.50× (json limit=500)") || !strings.Contains(b.String(), "**missed**") {
+		t.Errorf("a proxied LIST at half direct's throughput is not reported as missed:\n%s", b.String())
+	}
+}
+
+func TestPaddingCompressesLikeAnObject(t *testing.T) {
+	const n = 1 << 10
+	a, b := padding("a", n), padding("b", n)
+	if len(a) != n || a != padding("a", n) || a == b {
+		t.Fatalf("padding is not n bytes, not deterministic or not per name: %d bytes", len(a))
+	}
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	_, _ = w.Write([]byte(a))
+	_ = w.Close()
+	// Hex digits gzip to about half; a repeated character to a few bytes.
+	if z.Len() < n/3 {
+		t.Errorf("%d bytes of padding gzip to %d: more compressible than any real object", n, z.Len())
+	}
+}
+
+func TestParseListJSON(t *testing.T) {
+	n, cont, err := parseList([]byte(`{"kind":"StorageVersionMigrationList","metadata":{"continue":"abc"},"items":[{},{},{}]}`), false)
+	if err != nil || n != 3 || cont != "abc" {
+		t.Fatalf("parseList = %d, %q, %v; want 3, abc", n, cont, err)
+	}
+	if _, _, err := parseList([]byte(`{"items":[`), false); err == nil {
+		t.Error("a cut LIST parsed without an error")
+	}
+}

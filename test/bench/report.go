@@ -1,0 +1,351 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Goals of issue #31.
+const (
+	GoalListRatio     = 0.9                    // proxied LIST throughput ≥ 0.9× direct
+	GoalWatchP99Extra = 2 * time.Millisecond   // proxied watch p99 ≤ direct p99 + 2 ms
+	GoalLoadRatio     = 0.6                    // max proxied rps at p99 < 100 ms ≥ 0.6× direct
+	LoadP99Bound      = 100 * time.Millisecond // the p99 bound of the full load
+	GoalFilterRSS     = 32 << 20               // the filter adds ≤ 32 MiB RSS
+)
+
+func ms(d time.Duration) string  { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
+func mib(b float64) string       { return fmt.Sprintf("%.0f", b/(1<<20)) }
+func ratio(a, b float64) float64 { return a / max(b, 1e-12) }
+
+// Markdown is the run's report: every table, the goals first.
+func Markdown(r *Result) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Filter cost at scale (%s scale), %s, %s\n\n", r.Scale.Name, r.Started.UTC().Format("2006-01-02 15:04 UTC"), r.Commit)
+	b.WriteString("Both planes (this filter; upstream's built-in proxy, plain upstream binaries) ran at once; every measurement alternated between paths. Ratios are to direct on the same plane.\n\n")
+	goals(&b, r)
+	if r.List != nil {
+		listTable(&b, r.List)
+	}
+	if len(r.Watch) > 0 {
+		watchTable(&b, r.Watch)
+	}
+	if len(r.Load) > 0 {
+		loadTable(&b, r.Load)
+	}
+	if len(r.CPU) > 0 {
+		cpuTable(&b, r)
+	}
+	if r.Cost != nil {
+		costTable(&b, r.Cost, r.Heap)
+		heapTables(&b, r.Cost, r.Heap, r.HeapDiff)
+	}
+	b.WriteString("\nMachine load (/proc/loadavg):\n\n")
+	keys := make([]string, 0, len(r.LoadAvg))
+	for k := range r.LoadAvg {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(&b, "- %s: %s (took %s)\n", k, r.LoadAvg[k], r.Took[strings.TrimSuffix(strings.TrimSuffix(k, " start"), " end")].Round(time.Second))
+	}
+	return b.String()
+}
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "**missed**"
+}
+
+func goals(b *strings.Builder, r *Result) {
+	b.WriteString("| goal | this filter | upstream's proxy | |\n|---|---|---|---|\n")
+	if r.List != nil {
+		sum := r.List.ListSummary()
+		worst, worstUp, worstV := 10.0, 10.0, ""
+		for v, p := range sum {
+			x := ratio(p[PathProxied].MBps, p[PathDirect].MBps)
+			if x < worst {
+				worst, worstV = x, v.String()
+			}
+			worstUp = min(worstUp, ratio(p[PathUpstreamProxied].MBps, p[PathUpstreamDirect].MBps))
+		}
+		fmt.Fprintf(b, "| LIST throughput through v1.36.3 ≥ %.1f× direct (worst variant) | %.2f× (%s) | %.2f× | %s |\n", GoalListRatio, worst, worstV, worstUp, met(worst >= GoalListRatio))
+	}
+	if len(r.Watch) > 0 {
+		byPath := map[string]WatchPhase{}
+		for _, w := range r.Watch {
+			byPath[w.Path] = w
+		}
+		d, p := byPath[PathDirect], byPath[PathProxied]
+		ud, up := byPath[PathUpstreamDirect], byPath[PathUpstreamProxied]
+		fmt.Fprintf(b, "| WATCH p99 ≤ direct p99 + %s, no watcher dropped | p99 %s ms vs direct %s ms (+%s), %d dropped | p99 %s ms vs direct %s ms (+%s), %d dropped | %s |\n",
+			ms(GoalWatchP99Extra), ms(p.P99), ms(d.P99), ms(p.P99-d.P99), p.Dropped, ms(up.P99), ms(ud.P99), ms(up.P99-ud.P99), up.Dropped,
+			met(p.P99-d.P99 <= GoalWatchP99Extra && p.Dropped == 0))
+	}
+	if len(r.Load) > 0 {
+		m := MaxRPS(r.Load, LoadP99Bound)
+		x, ux := ratio(m[PathProxied], m[PathDirect]), ratio(m[PathUpstreamProxied], m[PathUpstreamDirect])
+		fmt.Fprintf(b, "| max rps at p99 < 100 ms ≥ %.1f× direct | %.0f vs %.0f: %.2f× | %.0f vs %.0f: %.2f× | %s |\n",
+			GoalLoadRatio, m[PathProxied], m[PathDirect], x, m[PathUpstreamProxied], m[PathUpstreamDirect], ux, met(x >= GoalLoadRatio))
+	}
+	if r.Cost != nil && len(r.Cost.States) > 0 {
+		last := r.Cost.States[len(r.Cost.States)-1]
+		worst := -1e18
+		var worstV string
+		for _, v := range versionsOf(last) {
+			ours, up := meanRSS(last, "peerdiscovery", v), meanRSS(last, "upstream", v)
+			if ours-up > worst {
+				worst, worstV = ours-up, v
+			}
+		}
+		fmt.Fprintf(b, "| the filter adds ≤ %s MiB RSS (%d servers, %d extra GVRs: %d CRDs + %d aggregated) | %+.0f MiB (%s, mean over its servers) | (the baseline) | %s |\n",
+			mib(GoalFilterRSS), len(r.Cost.Servers), last.CRDs+last.StubGVRs, last.CRDs, last.StubGVRs, worst/(1<<20), worstV, met(worst <= GoalFilterRSS))
+	}
+	b.WriteString("\n")
+}
+
+func listTable(b *strings.Builder, l *ListResult) {
+	fmt.Fprintf(b, "## LIST of %d StorageVersionMigrations (%d B each as JSON) through v1.36.3\n\n", l.Objects, l.ObjectBytes)
+	b.WriteString("Median over rounds of the whole LIST (every page): time in ms, decoded MB/s, time to the first response header in ms; ratio = proxied MB/s ÷ direct MB/s on the same plane.\n\n")
+	b.WriteString("| variant | direct | proxied | ratio | upstream direct | upstream proxied | upstream ratio |\n|---|---|---|---|---|---|---|\n")
+	sum := l.ListSummary()
+	variants := make([]ListVariant, 0, len(sum))
+	for v := range sum {
+		variants = append(variants, v)
+	}
+	slices.SortFunc(variants, func(a, b ListVariant) int { return strings.Compare(a.String(), b.String()) })
+	cell := func(f ListFigures) string {
+		return fmt.Sprintf("%s ms, %.1f MB/s, TTFB %s", ms(f.Took), f.MBps, ms(f.FirstByte))
+	}
+	for _, v := range variants {
+		p := sum[v]
+		fmt.Fprintf(b, "| %s (%.1f MB, %.1f MB on the wire) | %s | %s | %.2f× | %s | %s | %.2f× |\n", v,
+			float64(p[PathDirect].Bytes)/1e6, float64(p[PathDirect].WireBytes)/1e6,
+			cell(p[PathDirect]), cell(p[PathProxied]), ratio(p[PathProxied].MBps, p[PathDirect].MBps),
+			cell(p[PathUpstreamDirect]), cell(p[PathUpstreamProxied]), ratio(p[PathUpstreamProxied].MBps, p[PathUpstreamDirect].MBps))
+	}
+	b.WriteString("\nRSS of the server the client talks to (MiB), before the LISTs → peak while its LISTs ran:")
+	for _, p := range PathNames {
+		fmt.Fprintf(b, " %s %s → %s;", p, mib(l.SourceRSSBefore[p]), mib(l.SourceRSSPeak[p]))
+	}
+	b.WriteString("\n\n")
+}
+
+func watchTable(b *strings.Builder, ws []WatchPhase) {
+	b.WriteString("## WATCH through v1.36.3\n\n")
+	b.WriteString("Latency from each write's acknowledgement to its delivery, over every watcher and change (negative: delivered before the writer saw its answer). RSS of the server the watchers are connected to, before → peak; CPU seconds over the phase.\n\n")
+	b.WriteString("| path | watchers | changes acked (skipped) | p50 ms | p99 ms | max ms | dropped | missing | source RSS MiB | source CPU s | peer RSS peak MiB | peer CPU s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, w := range ws {
+		fmt.Fprintf(b, "| %s | %d | %d (%d) | %s | %s | %s | %d | %d | %s → %s | %.1f | %s | %.1f |\n", w.Path, w.Watchers, w.Acked, w.Skipped,
+			ms(w.P50), ms(w.P99), ms(w.Max), w.Dropped, w.Missing, mib(w.SourceRSSBefore), mib(w.SourceRSSPeak), w.SourceCPU.Seconds(), mib(w.PeerRSSPeak), w.PeerCPU.Seconds())
+	}
+	for _, w := range ws {
+		for _, e := range w.DropErrors {
+			fmt.Fprintf(b, "\n- %s: %s", w.Path, e)
+		}
+	}
+	b.WriteString("\n\n")
+}
+
+func loadTable(b *strings.Builder, steps []LoadStep) {
+	b.WriteString("## Full load: closed-loop GETs of one StorageVersionMigration, one connection per worker\n\n")
+	b.WriteString("Per concurrency: rps / p99 ms (the worse of the rounds), errors if any.\n\n")
+	b.WriteString("| c |")
+	for _, p := range PathNames {
+		fmt.Fprintf(b, " %s |", p)
+	}
+	b.WriteString("\n|---|---|---|---|---|\n")
+	type key struct {
+		p string
+		c int
+	}
+	worst := map[key]LoadStep{}
+	var cs []int
+	for _, s := range steps {
+		k := key{s.Path, s.Concurrency}
+		if w, ok := worst[k]; ok {
+			s.RPS, s.P99, s.Errors = min(w.RPS, s.RPS), max(w.P99, s.P99), w.Errors+s.Errors
+		}
+		worst[k] = s
+		if !slices.Contains(cs, s.Concurrency) {
+			cs = append(cs, s.Concurrency)
+		}
+	}
+	slices.Sort(cs)
+	for _, c := range cs {
+		fmt.Fprintf(b, "| %d |", c)
+		for _, p := range PathNames {
+			s := worst[key{p, c}]
+			e := ""
+			if s.Errors > 0 {
+				e = fmt.Sprintf(", %d errors", s.Errors)
+			}
+			fmt.Fprintf(b, " %.0f / %s%s |", s.RPS, ms(s.P99), e)
+		}
+		b.WriteString("\n")
+	}
+	m := MaxRPS(steps, LoadP99Bound)
+	fmt.Fprintf(b, "| **max rps, p99 < 100 ms** | %.0f | %.0f (%.2f×) | %.0f | %.0f (%.2f×) |\n\n",
+		m[PathDirect], m[PathProxied], ratio(m[PathProxied], m[PathDirect]),
+		m[PathUpstreamDirect], m[PathUpstreamProxied], ratio(m[PathUpstreamProxied], m[PathUpstreamDirect]))
+}
+
+func versionsOf(st CostState) []string {
+	var vs []string
+	for _, p := range st.Processes {
+		if p.Version != "" && !slices.Contains(vs, p.Version) {
+			vs = append(vs, p.Version)
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// meanRSS is the mean RSS of the plane's kube-apiservers of version.
+func meanRSS(st CostState, routing, version string) float64 {
+	var sum float64
+	n := 0
+	for _, p := range st.Processes {
+		if p.Routing == routing && p.Version == version {
+			sum += p.RSS
+			n++
+		}
+	}
+	return sum / float64(max(n, 1))
+}
+
+func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
+	fmt.Fprintf(b, "## The filter's own cost: %d kube-apiservers per plane (%s)\n\n", len(c.Servers), strings.Join(c.Servers, ", "))
+	fmt.Fprintf(b, "States: idle; with %d CRDs (created and served everywhere in %s); with %d more resources of aggregated APIServices (a stub server's, %d per group-version; in %s): %d extra GVRs in all.\n\n",
+		c.CRDs, c.CRDsTook.Round(time.Second), c.StubGVRs, perGroup, c.StubTook.Round(time.Second), c.CRDs+c.StubGVRs)
+	if c.CRDsNote != "" {
+		fmt.Fprintf(b, "CRDs: %d of the %d wanted; %s.\n\n", c.CRDs, c.CRDsWanted, c.CRDsNote)
+	}
+	b.WriteString("Per process: RSS (mean of 1/s samples over the window), CPU over the window (% of one core), live heap after a GC and the filter's part of it (allocated under a peerdiscovery function), from its heap profile.\n\n")
+	b.WriteString("| state | process | this filter: RSS MiB | CPU % | heap MiB | filter's part MiB | upstream: RSS MiB | CPU % | heap MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, st := range c.States {
+		byKey := map[string]map[string]ProcessCost{}
+		var comps []string
+		for _, p := range st.Processes {
+			if byKey[p.Component] == nil {
+				byKey[p.Component] = map[string]ProcessCost{}
+				comps = append(comps, p.Component)
+			}
+			byKey[p.Component][p.Routing] = p
+		}
+		for _, comp := range comps {
+			o, u := byKey[comp]["peerdiscovery"], byKey[comp]["upstream"]
+			name := comp
+			if o.Version != "" {
+				name += " " + o.Version
+			}
+			cpu := func(p ProcessCost) string { return fmt.Sprintf("%.1f", 100*p.CPU.Seconds()/st.Window.Seconds()) }
+			h := func(p ProcessCost, filter bool) string {
+				f, ok := heap[p.HeapProfile]
+				if !ok {
+					return "–"
+				}
+				if filter {
+					return fmt.Sprintf("%.1f", f.Filter/(1<<20))
+				}
+				return mib(f.InUse)
+			}
+			uCells := "– | – | –"
+			if u.Component != "" {
+				uCells = fmt.Sprintf("%s | %s | %s", mib(u.RSS), cpu(u), h(u, false))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", st.Name, name, mib(o.RSS), cpu(o), h(o, false), h(o, true), uCells)
+		}
+		for _, v := range versionsOf(st) {
+			ours, up := meanRSS(st, "peerdiscovery", v), meanRSS(st, "upstream", v)
+			fmt.Fprintf(b, "| %s | **%s mean** | %s | | | | %s | | (filter − upstream: %+.0f MiB) |\n", st.Name, v, mib(ours), mib(up), (ours-up)/(1<<20))
+		}
+	}
+	b.WriteString("\n")
+}
+
+// heapTables name, for the last state, where the filter's part of the heap
+// is, and which allocating functions hold more live heap in this filter's
+// servers than in upstream's.
+func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, diff map[string][]HeapSite) {
+	if len(heap) == 0 || len(c.States) == 0 {
+		return
+	}
+	last := c.States[len(c.States)-1]
+	for _, p := range last.Processes {
+		f, ok := heap[p.HeapProfile]
+		if !ok || p.Routing != "peerdiscovery" {
+			continue
+		}
+		fmt.Fprintf(b, "The filter's part of the live heap of %s %s (%s state), by innermost peerdiscovery function: %.1f MiB of %.0f MiB:", p.Component, p.Version, last.Name, f.Filter/(1<<20), f.InUse/(1<<20))
+		for _, s := range f.Top {
+			fmt.Fprintf(b, " %s %.2f;", s.Function, s.Bytes/(1<<20))
+		}
+		b.WriteString(" (a stack attribution: objects the filter's informers decode from watch events are allocated on client-go's goroutines, under no filter function, and are only in the difference below)\n\n")
+		break
+	}
+	keys := make([]string, 0, len(diff))
+	for k := range diff {
+		if strings.HasPrefix(k, last.Name+" ") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		fmt.Fprintf(b, "Live heap by allocating function, this filter's servers minus upstream's (%s, means over the servers), largest growths:", k)
+		for _, s := range diff[k] {
+			fmt.Fprintf(b, " %s %+.1f MiB;", s.Function, s.Bytes/(1<<20))
+		}
+		b.WriteString("\n\n")
+	}
+}
+
+// cpuAreas is the order of the CPU profiles' columns.
+var cpuAreas = []string{"TLS and crypto", "HTTP/2", "net/http", "syscalls", "memmove", "encoding", "Go GC and allocation", "Go scheduler and runtime", "this filter", "upstream's proxy", "kube-apiserver, other"}
+
+func cpuTable(b *strings.Builder, r *Result) {
+	b.WriteString("## Where the proxied paths' CPU goes (profiles of the source and the peer while each proxied workload ran)\n\n")
+	b.WriteString("Cores = CPU seconds sampled ÷ profile seconds. Areas by the innermost frame, in % of the sampled time; \"under the proxy\" is the time with the proxy's own function on the stack (this filter's, or upstream's peerproxy), its TLS and HTTP/2 included, the local chain it hands requests to excluded.\n\n")
+	b.WriteString("| part | plane | server | workload | cores | under the proxy |")
+	for _, a := range cpuAreas {
+		fmt.Fprintf(b, " %s |", a)
+	}
+	b.WriteString("\n|---|---|---|---|---|---|" + strings.Repeat("---|", len(cpuAreas)) + "\n")
+	var tops []string
+	for _, p := range r.Profiles() {
+		f, ok := r.CPU[p.File]
+		if !ok || f.Total == 0 {
+			continue
+		}
+		pct := func(d time.Duration) string { return fmt.Sprintf("%.0f", 100*float64(d)/float64(f.Total)) }
+		fmt.Fprintf(b, "| %s | %s | %s (%s) | %s | %.2f | %s |", p.Part, p.Routing, p.Role, p.Component, p.Workload, f.Total.Seconds()/float64(max(p.Seconds, 1)), pct(f.Filter))
+		for _, a := range cpuAreas {
+			fmt.Fprintf(b, " %s |", pct(f.Areas[a]))
+		}
+		b.WriteString("\n")
+		var fns []string
+		for _, t := range f.Top[:min(len(f.Top), 6)] {
+			fns = append(fns, fmt.Sprintf("%s %.0f%%", t.Function, 100*t.Bytes/f.Total.Seconds()))
+		}
+		tops = append(tops, fmt.Sprintf("- %s, %s %s: %s", p.Part, p.Routing, p.Role, strings.Join(fns, "; ")))
+	}
+	b.WriteString("\nLargest functions by flat time (profiles in the output folder, `go tool pprof -top <file>`):\n\n" + strings.Join(tops, "\n") + "\n\n")
+}
