@@ -35,6 +35,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
@@ -294,6 +296,7 @@ func testNamespaceDeletion(t *testing.T, ns string, sig syscall.Signal, restartR
 		if err := cluster.RestartExtensions(ctx, all...); err != nil {
 			t.Fatal(err)
 		}
+		logRoutingEvidence(t)
 	}
 	if err := kube(t, old).CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -413,4 +416,41 @@ func logRoutingEvidence(t *testing.T) {
 	}
 	_, err = kube(t, old).Discovery().ServerResourcesForGroupVersion("policy/v1")
 	t.Logf("policy/v1 in the old server's discovery now: err=%v", err)
+	pd, err := versioned.NewForConfig(cluster.AdminConfig(old))
+	if err != nil {
+		t.Logf("peerdiscovery client: %v", err)
+		return
+	}
+	peers, err := pd.PeerdiscoveryV1alpha1().APIServerPeers().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing APIServerPeers: %v", err)
+	} else {
+		for _, p := range peers.Items {
+			t.Logf("APIServerPeer %s (%s): ready %v, left %v, conditions %s", p.Name, p.Spec.ServerID, v1alpha1.PeerStatusReady(p.Status.Conditions, p.Status.LeftTime), p.Status.LeftTime != nil, peerConditions(p.Status.Conditions))
+		}
+	}
+	merged, err := pd.PeerdiscoveryV1alpha1().PeerAggregatedDiscoveries().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Logf("listing PeerAggregatedDiscoveries: %v", err)
+		return
+	}
+	for _, m := range merged.Items {
+		var policy []string
+		for _, g := range m.Status.APIs.Items {
+			if g.Name == "policy" {
+				for _, v := range g.Versions {
+					policy = append(policy, fmt.Sprintf("%s(%s, %d resources)", v.Version, v.Freshness, len(v.Resources)))
+				}
+			}
+		}
+		t.Logf("PeerAggregatedDiscovery %s rv %s: sources %+v; policy: %v", m.Name, m.ResourceVersion, m.Status.Sources, policy)
+	}
+}
+
+func peerConditions(cs []metav1.Condition) string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, fmt.Sprintf("%s=%s(%s)", c.Type, c.Status, c.Reason))
+	}
+	return strings.Join(out, ",")
 }

@@ -19,7 +19,13 @@
 package peerdiscovery
 
 import (
+	"context"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/apiserver/pkg/registry/rest"
 
 	api "sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery"
@@ -31,9 +37,17 @@ const Category = "peerdiscovery"
 
 // readOnlyREST serves get, list and watch from a memstore. It implements no
 // write verb, so the generic endpoint installer answers 405 to writes.
+//
+// Until the replica published its first view, every read is a 503: an
+// empty list then would be a false answer, and a filter that relists
+// from a replica just restarted at an address still in the Service's
+// endpoints (a crash, before its readiness failed) would replace every
+// route it holds with nothing and answer 404 for what its peers serve.
+// On an error, a reflector keeps what it holds and retries.
 type readOnlyREST struct {
 	*memstore.Store
 	rest.TableConvertor
+	published func() bool
 
 	newFunc     func() runtime.Object
 	newListFunc func() runtime.Object
@@ -52,6 +66,30 @@ var (
 	_ rest.Storage              = &readOnlyREST{}
 )
 
+// errNoView is the answer to reads before the first view.
+var errNoView = apierrors.NewServiceUnavailable("this peerdiscovery-apiserver replica has not computed its first view yet")
+
+func (r *readOnlyREST) Get(ctx context.Context, name string, opts *metav1.GetOptions) (runtime.Object, error) {
+	if !r.published() {
+		return nil, errNoView
+	}
+	return r.Store.Get(ctx, name, opts)
+}
+
+func (r *readOnlyREST) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	if !r.published() {
+		return nil, errNoView
+	}
+	return r.Store.List(ctx, opts)
+}
+
+func (r *readOnlyREST) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	if !r.published() {
+		return nil, errNoView
+	}
+	return r.Store.Watch(ctx, opts)
+}
+
 func (r *readOnlyREST) New() runtime.Object     { return r.newFunc() }
 func (r *readOnlyREST) NewList() runtime.Object { return r.newListFunc() }
 
@@ -65,17 +103,18 @@ func (r *readOnlyREST) Categories() []string    { return []string{Category} }
 // Storage returns the REST storage of the group's v1alpha1 resources:
 // the stores, and RouteReviews decided on view's last view.
 func Storage(stores *Stores, view *Publisher) map[string]rest.Storage {
+	published := func() bool { return !view.LastPublished().IsZero() }
 	return map[string]rest.Storage{
 		"apiserverpeers": &readOnlyREST{
-			Store: stores.Peers, TableConvertor: peerTable, singular: "apiserverpeer", shortNames: []string{"asp"},
+			published: published, Store: stores.Peers, TableConvertor: peerTable, singular: "apiserverpeer", shortNames: []string{"asp"},
 			newFunc: func() runtime.Object { return &api.APIServerPeer{} }, newListFunc: func() runtime.Object { return &api.APIServerPeerList{} },
 		},
 		"peeraggregateddiscoveries": &readOnlyREST{
-			Store: stores.Discovery, TableConvertor: discoveryTable, singular: "peeraggregateddiscovery", shortNames: []string{"pad"},
+			published: published, Store: stores.Discovery, TableConvertor: discoveryTable, singular: "peeraggregateddiscovery", shortNames: []string{"pad"},
 			newFunc: func() runtime.Object { return &api.PeerAggregatedDiscovery{} }, newListFunc: func() runtime.Object { return &api.PeerAggregatedDiscoveryList{} },
 		},
 		"peerroutingtables": &readOnlyREST{
-			Store: stores.Routes, TableConvertor: routingTableTable(view), singular: "peerroutingtable", shortNames: []string{"prt"},
+			published: published, Store: stores.Routes, TableConvertor: routingTableTable(view), singular: "peerroutingtable", shortNames: []string{"prt"},
 			newFunc: func() runtime.Object { return &api.PeerRoutingTable{} }, newListFunc: func() runtime.Object { return &api.PeerRoutingTableList{} },
 		},
 		"routereviews": &routeReviewREST{view: view},

@@ -232,3 +232,32 @@ func TestRoutingTableDoesNotChangeWithReadiness(t *testing.T) {
 		t.Fatalf("one resourceVersion, two objects:\n%+v\n%+v", before, after)
 	}
 }
+
+// TestReadsBeforeTheFirstViewAre503 is the replica restarted at an address
+// still in the Service's endpoints: a filter that relists from it before
+// its first view must get an error (its reflector keeps the routes it
+// holds), never an empty list that deletes them.
+func TestReadsBeforeTheFirstViewAre503(t *testing.T) {
+	v := newTestView(t)
+	ctx := context.Background()
+	for _, resource := range []string{"peerroutingtables", "apiserverpeers", "peeraggregateddiscoveries"} {
+		r := storageOf(t, v, resource)
+		if _, err := r.List(ctx, &metainternalversion.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Errorf("%s: list before the first view: %v, want 503", resource, err)
+		}
+		if _, err := r.Get(ctx, "cluster", &metav1.GetOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Errorf("%s: get before the first view: %v, want 503", resource, err)
+		}
+		if _, err := r.Watch(ctx, &metainternalversion.ListOptions{}); !apierrors.IsServiceUnavailable(err) {
+			t.Errorf("%s: watch before the first view: %v, want 503", resource, err)
+		}
+	}
+	publish(t, v, testOutput(false))
+	obj, err := storageOf(t, v, "peerroutingtables").List(ctx, &metainternalversion.ListOptions{})
+	if err != nil {
+		t.Fatalf("list after the first view: %v", err)
+	}
+	if n := len(obj.(*api.PeerRoutingTableList).Items); n == 0 {
+		t.Fatal("list after the first view is empty")
+	}
+}
