@@ -55,10 +55,15 @@ type Peer struct {
 	// API and APIs are its last good /api and /apis documents; HasDocument
 	// is false until one was read.
 	HasDocument bool
-	API         []apidiscoveryv2.APIGroupDiscovery
-	APIs        []apidiscoveryv2.APIGroupDiscovery
-	APIETag     string
-	APIsETag    string
+	// Recorded: the documents are the resource list its registration
+	// Lease records (this replica never read the peer), not a read: they
+	// merge after every read document, so that a read server's full
+	// resource entries (kind, verbs, subresources) win.
+	Recorded bool
+	API      []apidiscoveryv2.APIGroupDiscovery
+	APIs     []apidiscoveryv2.APIGroupDiscovery
+	APIETag  string
+	APIsETag string
 }
 
 // Input is one complete state.
@@ -152,6 +157,10 @@ func peerObjects(peers []*Peer, counts []peerCount) []v1alpha1.APIServerPeer {
 	return out
 }
 
+// recordedMergePrefix sorts a recorded document's merge ID after any
+// server ID (those are DNS labels and the like: printable ASCII).
+const recordedMergePrefix = "\xff"
+
 func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggregatedDiscovery, error) {
 	var apiDocs, apisDocs []merge.PeerDocument
 	sources := []v1alpha1.DiscoverySource{}
@@ -166,8 +175,17 @@ func discovery(peers []*Peer, ex func(string, string) bool) (*v1alpha1.PeerAggre
 		if !p.HasDocument {
 			continue
 		}
-		apiDocs = append(apiDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.API})
-		apisDocs = append(apisDocs, merge.PeerDocument{ServerID: p.ServerID, Groups: p.APIs})
+		// The first document in ID order gives a resource's kind; clients
+		// (client-go's aggregated discovery among them) drop a resource
+		// without one, so a recorded list must never come first: merged
+		// under an ID that sorts after any server's, its entries only add
+		// what no read document has.
+		mergeID := p.ServerID
+		if p.Recorded {
+			mergeID = recordedMergePrefix + p.ServerID
+		}
+		apiDocs = append(apiDocs, merge.PeerDocument{ServerID: mergeID, Groups: p.API})
+		apisDocs = append(apisDocs, merge.PeerDocument{ServerID: mergeID, Groups: p.APIs})
 		sources = append(sources, v1alpha1.DiscoverySource{ServerID: p.ServerID, Stale: p.Stale || p.Left})
 	}
 	api := merge.Merge(apiDocs, ex)

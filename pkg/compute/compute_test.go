@@ -21,6 +21,7 @@ import (
 	"testing"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/diff"
 
@@ -267,5 +268,43 @@ func assertEqual(t *testing.T, what string, want, got any) {
 	t.Helper()
 	if !reflect.DeepEqual(want, got) {
 		t.Errorf("%s differs (- want, + got):\n%s", what, diff.Diff(want, got))
+	}
+}
+
+// TestComputeRecordedListMergesLast: a peer known only from the list its
+// Lease records (this replica never read it) has entries without kinds
+// when the record predates kinds; merged first (its ID sorts first), they
+// made the merged core group's configmaps kind-less, which client-go drops
+// from discovery without an error: the namespace controller then deleted
+// a namespace without its ConfigMaps (chaos soak, seed 4923, in CI). A
+// read document's entries must win whatever the IDs.
+func TestComputeRecordedListMergesLast(t *testing.T) {
+	cm := res("configmaps")
+	cm.ResponseKind = &metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}
+	read := readyPeer("kube-apiserver-b", docs(grp("", ver("v1", cm))), nil)
+	recorded := Peer{ServerID: "kube-apiserver-a", HasDocument: true, Recorded: true,
+		API: docs(grp("", ver("v1",
+			apidiscoveryv2.APIResourceDiscovery{Resource: "configmaps", Scope: apidiscoveryv2.ScopeNamespace},
+			apidiscoveryv2.APIResourceDiscovery{Resource: "secrets", Scope: apidiscoveryv2.ScopeNamespace})))}
+	out, err := Compute(Input{Peers: []Peer{recorded, read}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	core := out.Discovery.Status.API.Items
+	if len(core) != 1 || len(core[0].Versions) != 1 {
+		t.Fatalf("merged /api: %+v", core)
+	}
+	got := map[string]apidiscoveryv2.APIResourceDiscovery{}
+	for _, r := range core[0].Versions[0].Resources {
+		got[r.Resource] = r
+	}
+	if r := got["configmaps"]; r.ResponseKind == nil || r.ResponseKind.Kind == "" {
+		t.Errorf("configmaps merged without a kind: %+v (the recorded list came first)", r)
+	}
+	if _, ok := got["secrets"]; !ok {
+		t.Error("secrets, served only by the recorded peer, left out of the merged view")
+	}
+	if src := out.Discovery.Status.Sources; len(src) != 2 || src[0].ServerID != "kube-apiserver-a" {
+		t.Errorf("sources %+v: want both, by server ID", src)
 	}
 }

@@ -82,12 +82,12 @@ func (e *Engine) leftByLease(p *peerState, id string, o *observed, now time.Time
 // a read document is richer (verbs, kinds) and newer. It reports whether
 // the list is in use.
 func (p *peerState) useRecordedList(served []peerlease.ServedResource) bool {
-	if served == nil || (p.HasDocument && !p.docFromLease) {
+	if served == nil || (p.HasDocument && !p.Recorded) {
 		return false
 	}
 	p.API, p.APIs = servedDocuments(served)
 	p.APIETag, p.APIsETag = "", ""
-	p.HasDocument, p.docFromLease = true, true
+	p.HasDocument, p.Recorded = true, true
 	return true
 }
 
@@ -100,10 +100,11 @@ func sortedSources(set map[v1alpha1.PeerSource]bool) []v1alpha1.PeerSource {
 	return out
 }
 
-// servedDocuments turns a departed server's resource list into the
+// servedDocuments turns a server's recorded resource list into the
 // documents compute reads: the core group in /api, the rest in /apis, in a
 // fixed order. Routing tables need the GVRs and scopes only; merged
-// discovery lists them without verbs or kinds.
+// discovery lists them with their kinds and verbs (without subresources,
+// short names or categories), which clients need to use them at all.
 func servedDocuments(served []peerlease.ServedResource) (api, apis []apidiscoveryv2.APIGroupDiscovery) {
 	rs := slices.Clone(served)
 	sort.Slice(rs, func(i, j int) bool {
@@ -126,7 +127,11 @@ func servedDocuments(served []peerlease.ServedResource) (api, apis []apidiscover
 			g.Versions = append(g.Versions, apidiscoveryv2.APIVersionDiscovery{Version: r.Version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent})
 		}
 		v := &g.Versions[len(g.Versions)-1]
-		v.Resources = append(v.Resources, apidiscoveryv2.APIResourceDiscovery{Resource: r.Resource, Scope: r.Scope})
+		res := apidiscoveryv2.APIResourceDiscovery{Resource: r.Resource, Scope: r.Scope, Verbs: r.Verbs}
+		if r.Kind != "" {
+			res.ResponseKind = &metav1.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind}
+		}
+		v.Resources = append(v.Resources, res)
 	}
 	if len(groups) > 0 && groups[0].Name == "" {
 		return groups[:1], groups[1:]

@@ -85,7 +85,7 @@ func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 		scrapeDuration.WithLabelValues("success").Observe(r.took.Seconds())
 		if !r.doc.NotModified {
 			p.API, p.APIs, p.APIETag, p.APIsETag = r.doc.API, r.doc.APIs, r.doc.APIETag, r.doc.APIsETag
-			p.HasDocument, p.docFromLease = true, false
+			p.HasDocument, p.Recorded = true, false
 		}
 		if r.doc.Version != "" {
 			p.BinaryVersion = r.doc.Version

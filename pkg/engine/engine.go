@@ -91,11 +91,8 @@ type Engine struct {
 // peerState is what the engine knows of one peer beyond what it publishes.
 type peerState struct {
 	compute.Peer
-	// docFromLease: the documents are the resource list its registration
-	// Lease records, not a read of the peer.
-	docFromLease bool
-	inflight     bool
-	tried        bool
+	inflight bool
+	tried    bool
 	// again: the endpoint changed (or a refresh was asked) during a scrape.
 	again bool
 }

@@ -358,3 +358,42 @@ func TestServedFromDiscovery(t *testing.T) {
 		t.Errorf("ServedFromDiscovery = %v, want %v", got, want)
 	}
 }
+
+// TestServedRecordsKindsAndVerbs: the record carries each resource's kind
+// and verbs (clients drop a discovery entry without a kind, and the
+// namespace controller deletes only what lists "delete"); a kind or verbs
+// that would not validate are left out of the entry, never the entry out
+// of the record; a record in the older four-field form still decodes.
+func TestServedRecordsKindsAndVerbs(t *testing.T) {
+	api := []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{
+		{Resource: "configmaps", Scope: ns, ResponseKind: &metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"}, Verbs: []string{"list", "delete", "get", "list"}},
+		{Resource: "odd", Scope: ns, ResponseKind: &metav1.GroupVersionKind{Version: "v1", Kind: "Not/A-Kind"}, Verbs: []string{"GET"}},
+	}}}}}
+	got := ServedFromDiscovery(api)
+	want := []ServedResource{
+		{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, Scope: ns, Kind: "ConfigMap", Verbs: []string{"delete", "get", "list"}},
+		{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "odd"}, Scope: ns},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ServedFromDiscovery = %+v, want %+v", got, want)
+	}
+	enc, err := EncodeServed(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := DecodeServed(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, want) {
+		t.Errorf("round trip = %+v, want %+v", back, want)
+	}
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, _ = zw.Write([]byte("/v1/configmaps/Namespaced\napps/v1/deployments/Namespaced"))
+	_ = zw.Close()
+	old, err := DecodeServed(base64.StdEncoding.EncodeToString(buf.Bytes()))
+	if err != nil || len(old) != 2 || old[0].Kind != "" || old[1].Resource != "deployments" {
+		t.Errorf("the four-field form: %+v, %v", old, err)
+	}
+}

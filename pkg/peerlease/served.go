@@ -20,6 +20,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
@@ -57,29 +58,57 @@ const (
 
 // ServedResource is one resource a server served, with its scope: the
 // scope is part of the routing table a tombstone contributes to.
+//
+// Kind and Verbs make the entry usable in merged discovery: clients drop a
+// resource without a kind (client-go's aggregated discovery does, without
+// an error), and the namespace controller deletes only what lists the
+// delete verb, so a list without them hides a gone server's objects from
+// a namespace deletion. A record written before they were recorded has
+// neither.
 type ServedResource struct {
 	schema.GroupVersionResource
 	Scope apidiscoveryv2.ResourceScope
+	Kind  string
+	Verbs []string
 }
 
+// maxServedVerbs bounds the verbs of one entry.
+const maxServedVerbs = 16
+
 func (r ServedResource) line() string {
-	return r.Group + "/" + r.Version + "/" + r.Resource + "/" + string(r.Scope)
+	return r.Group + "/" + r.Version + "/" + r.Resource + "/" + string(r.Scope) + "/" + r.Kind + "/" + strings.Join(r.Verbs, ",")
 }
 
 // ServedFromDiscovery lists the resources (not subresources) of aggregated
-// discovery documents, as routing tables count them.
+// discovery documents, as routing tables count them, with each one's kind
+// and verbs (sorted).
 func ServedFromDiscovery(docs ...[]apidiscoveryv2.APIGroupDiscovery) []ServedResource {
 	var out []ServedResource
 	for gvr, r := range merge.Resources(docs...) {
-		out = append(out, ServedResource{GroupVersionResource: gvr, Scope: r.Scope})
+		sr := ServedResource{GroupVersionResource: gvr, Scope: r.Scope}
+		if r.ResponseKind != nil {
+			sr.Kind = r.ResponseKind.Kind
+		}
+		// What would not validate is left out of the entry, never the
+		// entry out of the record: the GVR and scope decide a route.
+		if validateServed(ServedResource{GroupVersionResource: gvr, Scope: r.Scope, Kind: sr.Kind}) != nil {
+			sr.Kind = ""
+		}
+		verbs := slices.Compact(slices.Sorted(slices.Values(r.Verbs)))
+		if validateServed(ServedResource{GroupVersionResource: gvr, Scope: r.Scope, Verbs: verbs}) == nil {
+			sr.Verbs = verbs
+		}
+		out = append(out, sr)
 	}
 	return out
 }
 
 // EncodeServed encodes a resource list for ServedResourcesAnnotation:
 // base64 (standard, padded) of gzip of the lines
-// "group/version/resource/scope" (core group empty, scope Namespaced or
-// Cluster), sorted, without duplicates, joined by "\n". The same set always
+// "group/version/resource/scope/kind/verbs" (core group empty, scope
+// Namespaced or Cluster, verbs sorted and joined by ","; DecodeServed also
+// reads the older "group/version/resource/scope"), sorted, one per
+// group-version-resource, joined by "\n". The same set always
 // gives the same string. It fails on an entry DecodeServed would reject and
 // when the result exceeds MaxServedEncodedBytes.
 func EncodeServed(rs []ServedResource) (string, error) {
@@ -175,12 +204,18 @@ func DecodeServed(s string) ([]ServedResource, error) {
 
 func parseServedLine(l string) (ServedResource, error) {
 	parts := strings.Split(l, "/")
-	if len(parts) != 4 {
-		return ServedResource{}, fmt.Errorf("%q is not group/version/resource/scope", clip(l))
+	if len(parts) != 4 && len(parts) != 6 {
+		return ServedResource{}, fmt.Errorf("%q is not group/version/resource/scope[/kind/verbs]", clip(l))
 	}
 	r := ServedResource{
 		GroupVersionResource: schema.GroupVersionResource{Group: parts[0], Version: parts[1], Resource: parts[2]},
 		Scope:                apidiscoveryv2.ResourceScope(parts[3]),
+	}
+	if len(parts) == 6 {
+		r.Kind = parts[4]
+		if parts[5] != "" {
+			r.Verbs = strings.Split(parts[5], ",")
+		}
 	}
 	return r, validateServed(r)
 }
@@ -206,6 +241,17 @@ func validateServed(r ServedResource) error {
 	}
 	if r.Scope != apidiscoveryv2.ScopeNamespace && r.Scope != apidiscoveryv2.ScopeCluster {
 		return fmt.Errorf("scope %q of %s is neither %s nor %s", clip(string(r.Scope)), r.GroupVersionResource, apidiscoveryv2.ScopeNamespace, apidiscoveryv2.ScopeCluster)
+	}
+	if r.Kind != "" && len(validation.IsDNS1035Label(strings.ToLower(r.Kind))) > 0 {
+		return fmt.Errorf("kind %q of %s is not an identifier", clip(r.Kind), r.GroupVersionResource)
+	}
+	if len(r.Verbs) > maxServedVerbs {
+		return fmt.Errorf("%d verbs for %s, more than %d", len(r.Verbs), r.GroupVersionResource, maxServedVerbs)
+	}
+	for i, v := range r.Verbs {
+		if len(validation.IsDNS1035Label(v)) > 0 || v != strings.ToLower(v) || (i > 0 && v <= r.Verbs[i-1]) {
+			return fmt.Errorf("verbs of %s are not sorted, unique lowercase words: %q", r.GroupVersionResource, clip(strings.Join(r.Verbs, ",")))
+		}
 	}
 	return nil
 }
