@@ -414,8 +414,16 @@ func logRoutingEvidence(t *testing.T) {
 		}
 		t.Logf("Lease %s: renewed %v, served record of %d resources (err %v), PDBs among them: %v", l.Name, l.Spec.RenewTime, len(served), err, pdbs)
 	}
-	_, err = kube(t, old).Discovery().ServerResourcesForGroupVersion("policy/v1")
-	t.Logf("policy/v1 in the old server's discovery now: err=%v", err)
+	// As the namespace controller asks: aggregated discovery, preferred
+	// versions, namespaced resources.
+	rls, err := kube(t, old).Discovery().ServerPreferredNamespacedResources()
+	pdbs := false
+	for _, rl := range rls {
+		for _, r := range rl.APIResources {
+			pdbs = pdbs || (rl.GroupVersion == "policy/v1" && r.Name == "poddisruptionbudgets")
+		}
+	}
+	t.Logf("the old server's preferred namespaced resources: %d group-versions, PDBs among them: %v, err=%v", len(rls), pdbs, err)
 	pd, err := versioned.NewForConfig(cluster.AdminConfig(old))
 	if err != nil {
 		t.Logf("peerdiscovery client: %v", err)
