@@ -120,10 +120,13 @@ func nodeName(i int) string { return fmt.Sprintf("node-%d", i) }
 
 // nodeHostDirs are created on the host (empty) to be mount points of a
 // node's tmpfs: containerd's shim sockets (/run/containerd/s, not
-// configurable), the CNI result cache and the kubelet's
-// /var/log/containers links. Mounted over
-// in each node's mount namespace, nothing of a node lands on the host's.
-var nodeHostDirs = []string{"/run/containerd", "/var/lib/cni", "/var/log/containers"}
+// configurable), the CNI result cache, the kubelet's /var/log/containers
+// links and its device plugin socket (/var/lib/kubelet/device-plugins,
+// which --root-dir does not move: three kubelets starting at once in one
+// such folder race on kubelet.sock, and the loser exits with "bind:
+// address already in use", as test/nodeplane did in CI). Mounted over in
+// each node's mount namespace, nothing of a node lands on the host's.
+var nodeHostDirs = []string{"/run/containerd", "/var/lib/cni", "/var/log/containers", "/var/lib/kubelet/device-plugins"}
 
 // holderScript makes the node's mounts, sets its hostname and holds its
 // namespaces (sleep) for containerd and the kubelet to join.
