@@ -37,9 +37,12 @@ var (
 	plan    upgradedrill.Plan
 	steps   []upgradedrill.Step
 	mode    string
+	// planeStart is when TestMain began to start the plane.
+	planeStart time.Time
 )
 
 func TestMain(m *testing.M) {
+	planeStart = time.Now()
 	plan, mode = upgradedrill.ShortPlan(), "short"
 	steps = []upgradedrill.Step{{Server: 0, Version: to}}
 	if os.Getenv("PEERDISCOVERY_NODES") == "full" {

@@ -155,6 +155,12 @@ func TestStaticPods(t *testing.T) {
 			t.Errorf("Node %s: kubelet %s, runtime %s", n.Name, n.Status.NodeInfo.KubeletVersion, n.Status.NodeInfo.ContainerRuntimeVersion)
 		}
 	}
+	// Every kubelet binds its device plugin socket in its own node's
+	// folder: one bound on the host (--root-dir does not move it) means
+	// the three kubelets race for it and one exits.
+	if fi, err := os.Stat("/var/lib/kubelet/device-plugins/kubelet.sock"); err == nil && !fi.ModTime().Before(planeStart) {
+		t.Errorf("a kubelet bound /var/lib/kubelet/device-plugins/kubelet.sock on the host at %s", fi.ModTime().Format(time.RFC3339))
+	}
 	// One identity Lease per server, named from its node's hostname.
 	out := kubectl(t, "get", "leases", "-n", "kube-system", "-l", "apiserver.kubernetes.io/identity=kube-apiserver",
 		"-o", `jsonpath={range .items[*]}{.metadata.labels.kubernetes\.io/hostname}{"\n"}{end}`)
