@@ -358,6 +358,48 @@ func TestEngineUnreadLivePeerRoutedFromItsLease(t *testing.T) {
 	}
 }
 
+// A server's own discovery changes (a server that just started registers
+// its new groups' APIServices after its first renewal): its filter records
+// the new list in its Lease, and every replica reads the server again at
+// once, not at the next refresh. A renewal with the same list reads
+// nothing.
+func TestEngineRereadsAPeerWhoseLeaseRecordChanged(t *testing.T) {
+	opts := testOptions()
+	opts.RefreshInterval = time.Hour
+	early := document("v1.37.2", grp("apps", ver("v1", "deployments")))
+	lease := func(doc Document, renewed time.Time) *coordinationv1.Lease {
+		l := recorded(t, idA, epA, renewed, doc)
+		l.Spec.LeaseDurationSeconds = ptr.To[int32](86400)
+		return l
+	}
+	h := newHarness(t, opts, seed{kube: []runtime.Object{lease(early, t0)}})
+	h.scraper.set(epA, serve(early))
+	h.start()
+	h.pub.waitFor(t, "a ready without its new group", func(v compute.Output) bool { return isReady(v, idA) })
+	leases := h.kube.CoordinationV1().Leases(peerlease.Namespace)
+	reads := len(h.scraper.callsTo(epA))
+
+	// A renewal that records the same list.
+	if _, err := leases.Update(ctx(), lease(early, t0.Add(3*time.Second)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The complete list, as the server serves it now.
+	h.scraper.set(epA, serve(docA()))
+	if _, err := leases.Update(ctx(), lease(docA(), t0.Add(6*time.Second)), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	v := h.pub.waitFor(t, "a's new group routed", func(v compute.Output) bool {
+		rt := routeOf(v, "things.v1.only-a.example.com")
+		return rt != nil && isReady(v, idA) && hasGroupVersion(v, "only-a.example.com", "v1")
+	})
+	if rt := routeOf(v, "things.v1.only-a.example.com"); len(rt.Status.Peers) != 1 || rt.Status.Peers[0].ServerID != idA {
+		t.Errorf("things: %+v, want a", rt.Status)
+	}
+	if got := len(h.scraper.callsTo(epA)) - reads; got != 1 {
+		t.Errorf("a read %d times after two renewals, one with a new list; want once", got)
+	}
+}
+
 // lapsingPeers runs an engine with a, whose Lease (renewed at t0, 10 s)
 // lapses unless renewed, and b, whose Lease lasts a day; both read and
 // ready. Refreshes are a minute apart, so only a lapse wakes the engine.

@@ -95,6 +95,10 @@ type peerState struct {
 	tried    bool
 	// again: the endpoint changed (or a refresh was asked) during a scrape.
 	again bool
+	// served is what the peer's registration Lease recorded when this
+	// replica last looked: a change means the peer's own discovery
+	// changed, so it is read again at once.
+	served []peerlease.ServedResource
 }
 
 // scrapeResult is one finished scrape, handed back to the Run goroutine.

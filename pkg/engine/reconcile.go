@@ -16,6 +16,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -25,6 +26,7 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
 // clusterWide reads CRDs and APIServices with a service.
@@ -129,6 +131,18 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 		// Lease records, not ready (503) until the first read, never
 		// missing (a false 404).
 		p.useRecordedList(o.served)
+		// The peer's filter records what the peer serves on every renewal
+		// (every 3 s) from its own reads: a new list means its discovery
+		// changed (a server that just started registers its new groups'
+		// APIServices after its first renewal), so read it now rather
+		// than at the next refresh, which left a just-upgraded server's new
+		// APIs missing (404 through its peers) for up to a refresh interval.
+		if !sameServed(p.served, o.served) {
+			if p.tried {
+				p.again = true
+			}
+			p.served = o.served
+		}
 		// A first read already in flight needs no second one: informer
 		// events (the initial list's among them) would otherwise read
 		// every new peer twice.
@@ -212,4 +226,10 @@ func (p *peerState) setReady(ready bool, reason, msg string, now time.Time) {
 		p.ReadyTransition = now
 	}
 	p.Ready, p.ReadyReason, p.ReadyMessage = ready, reason, msg
+}
+
+func sameServed(a, b []peerlease.ServedResource) bool {
+	return slices.EqualFunc(a, b, func(x, y peerlease.ServedResource) bool {
+		return x.GroupVersionResource == y.GroupVersionResource && x.Scope == y.Scope && x.Kind == y.Kind && slices.Equal(x.Verbs, y.Verbs)
+	})
 }
