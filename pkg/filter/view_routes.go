@@ -103,9 +103,24 @@ func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
 		return err
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher {
-		return countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fields.Everything()), resource)
+		return countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource)
 	})
 	return nil
+}
+
+// routedTables selects the routing tables that can decide a route here.
+// A cluster-wide table (a CRD's, an aggregated APIService's) never does:
+// Decide answers Local for it and NotFound without it, and the local chain
+// answers both. At thousands of CRDs they are nearly every table, and
+// keeping them cost each kube-apiserver most of its informer memory and a
+// rebuild of thousands of routes on every change.
+var routedTables = fields.OneTermEqualSelector("status.clusterWide", "false")
+
+func watchedFields(resource string) fields.Selector {
+	if resource == "peerroutingtables" {
+		return routedTables
+	}
+	return fields.Everything()
 }
 
 // countRelists counts the full state reads of an informer after its first:

@@ -16,11 +16,17 @@ package filter
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path"
+	"sync"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/testutil"
 
@@ -165,5 +171,58 @@ func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
 	_, _ = lw.WatchFuncWithContext(ctx, metav1.ListOptions{SendInitialEvents: &yes})
 	if c := count(); c != 2 {
 		t.Fatalf("relists: %v, want 2", c)
+	}
+}
+
+// The filter lists and watches only the routing tables that can decide a
+// route here: not the cluster-wide ones (at thousands of CRDs nearly all
+// of them), which the local chain answers with or without a table.
+func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
+	var mu sync.Mutex
+	queries := map[string][]string{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		resource := path.Base(r.URL.Path)
+		mu.Lock()
+		queries[resource] = append(queries[resource], r.URL.Query().Get("fieldSelector"))
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		kind := map[string]string{"peerroutingtables": "PeerRoutingTable", "apiserverpeers": "APIServerPeer", "peeraggregateddiscoveries": "PeerAggregatedDiscovery"}[resource]
+		if r.URL.Query().Get("watch") != "true" {
+			fmt.Fprintf(w, `{"kind":"%sList","apiVersion":"peerdiscovery.k8s.io/v1alpha1","metadata":{"resourceVersion":"1"},"items":[]}`, kind)
+			return
+		}
+		if r.URL.Query().Get("sendInitialEvents") == "true" {
+			// client-go's watch-list: no objects, then the end of the initial events.
+			fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":"peerdiscovery.k8s.io/v1alpha1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", kind)
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s := newRoutingState()
+	if err := s.start(ctx, &rest.Config{Host: srv.URL}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "synced", s.synced)
+	eventually(t, "every resource read", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, r := range []string{"peerroutingtables", "apiserverpeers", "peeraggregateddiscoveries"} {
+			if len(queries[r]) < 1 {
+				return false
+			}
+		}
+		return true
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for resource, want := range map[string]string{"peerroutingtables": "status.clusterWide=false", "apiserverpeers": "", "peeraggregateddiscoveries": ""} {
+		for _, got := range queries[resource] {
+			if got != want {
+				t.Errorf("%s asked with fieldSelector %q, want %q", resource, got, want)
+			}
+		}
 	}
 }
