@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
@@ -143,7 +144,7 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	if err != nil {
 		return err
 	}
-	factory := metadatainformer.NewSharedInformerFactory(meta, 0)
+	factory := metadatainformer.NewSharedInformerFactoryWithOptions(meta, 0, metadatainformer.WithTransform(keepIdentity))
 	crdsGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	for _, gvr := range []schema.GroupVersionResource{
 		crdsGVR,
@@ -176,6 +177,30 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	}
 	go l.loop(ctx, client, base, interval)
 	return nil
+}
+
+// keepIdentity is the CRD and APIService informers' transform: they are
+// read only for a CRD's name and for change events, so the stored copy
+// keeps the identity and drops the rest. A CRD's managedFields (and a
+// kubectl-applied one's last-applied annotation) are about the size of its
+// schema; the server's own apiextensions informer already holds all that,
+// and a second copy in the filter grew with every CRD.
+func keepIdentity(obj interface{}) (interface{}, error) {
+	m, ok := obj.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return obj, nil
+	}
+	return &metav1.PartialObjectMetadata{
+		TypeMeta: m.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              m.Name,
+			Namespace:         m.Namespace,
+			UID:               m.UID,
+			ResourceVersion:   m.ResourceVersion,
+			Generation:        m.Generation,
+			DeletionTimestamp: m.DeletionTimestamp,
+		},
+	}, nil
 }
 
 const (

@@ -16,6 +16,7 @@ package filter
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -26,6 +27,8 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // fakeLocalServer is this server's own /api and /apis (profile=nopeer),
@@ -210,5 +213,60 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 	time.Sleep(4 * localRereadDelay)
 	if n := reads(); n != 2 {
 		t.Fatalf("%d reads after one change event and %v, want 2", n, 5*localRereadDelay)
+	}
+}
+
+// TestLocalDiscoveryKeepsOnlyCRDIdentity checks that the filter's CRD and
+// APIService informers store an object's identity only: a CRD's
+// managedFields and annotations are about the size of its schema, and the
+// server already holds them once.
+func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
+	local, _ := startFakeLocalServer(t)
+	const crd = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"widgets.example.com","uid":"u-1","resourceVersion":"7","generation":2,` +
+		`"labels":{"team":"a"},"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"versions\":[]}}"},` +
+		`"managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"apiextensions.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}}`
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		items := ""
+		switch r.URL.Path {
+		case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions":
+			items = crd
+		case "/apis/apiregistration.k8s.io/v1/apiservices":
+		default:
+			local.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("watch") != "true" {
+			fmt.Fprintf(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"7"},"items":[%s]}`, items)
+			return
+		}
+		if r.URL.Query().Get("sendInitialEvents") == "true" {
+			if items != "" {
+				fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", items)
+			}
+			fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	l := newLocalDiscovery()
+	if err := l.start(ctx, &rest.Config{Host: srv.URL}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "CRDs synced", l.crds.HasSynced)
+	obj, ok, err := l.crds.GetStore().GetByKey("widgets.example.com")
+	if err != nil || !ok {
+		t.Fatalf("CRD widgets.example.com not in the informer's store (err %v)", err)
+	}
+	m := obj.(*metav1.PartialObjectMetadata)
+	if m.Name != "widgets.example.com" || m.UID != "u-1" || m.ResourceVersion != "7" || m.Generation != 2 {
+		t.Errorf("stored CRD identity = %q %q %q %d, want widgets.example.com u-1 7 2", m.Name, m.UID, m.ResourceVersion, m.Generation)
+	}
+	if len(m.ManagedFields) != 0 || len(m.Annotations) != 0 || len(m.Labels) != 0 {
+		t.Errorf("stored CRD keeps %d managedFields, %d annotations, %d labels; want only its identity", len(m.ManagedFields), len(m.Annotations), len(m.Labels))
 	}
 }
