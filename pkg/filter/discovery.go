@@ -18,9 +18,12 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
@@ -31,13 +34,28 @@ import (
 // answer is the cluster's, not only this server's. It returns false to let
 // the chain answer: a method other than GET, a request a peer proxied here
 // or that asks for this server's own view (X-Kubernetes-Peer-Proxied:
-// true), routing caches not synced yet, and anything this server answers
-// the same as the cluster.
+// true), routing caches not synced yet (once the server is ready; before,
+// a discovery document is a 503), and anything this server answers the
+// same as the cluster.
 func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-	if r.Method != http.MethodGet || r.Header.Get(PeerProxiedHeader) == "true" || !f.Synced() {
+	if r.Method != http.MethodGet || r.Header.Get(PeerProxiedHeader) == "true" {
 		return false
 	}
 	path := r.URL.Path
+	if !f.Synced() {
+		if f.starting() && isDiscoveryPath(path) && !strings.Contains(r.Header.Get("Accept"), "profile=nopeer") {
+			// A starting server's own document lacks every peer's group
+			// and, until apiextensions' DiscoveryController has run, its
+			// CRDs; a client acting on it gets no error (the namespace
+			// controller finalizes a namespace once every resource it
+			// listed is empty). 503 until synced, as for resources.
+			discoveryServed(discoveryEndpoint(r), sourceUnavailable)
+			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
+			f.answers.retryLater(w, r, discoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
+			return true
+		}
+		return false
+	}
 	switch {
 	case path == "/apis" || path == "/api":
 		return f.discovery.serveRoot(w, r, f.serverID)
@@ -67,6 +85,53 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		return f.serveGroup(w, r, p.group)
 	}
 	return f.serveResourceList(w, r, p.groupVersion())
+}
+
+// starting is true before the post-start hook has run and for
+// unsyncedReadyAfter after it: while an unsynced filter holds this server's
+// readiness (ReadyzCheck), a discovery document is a 503 rather than the
+// local chain's alone. Past it the server is ready, and a cluster without
+// a reachable peerdiscovery-apiserver (the bootstrap of one, too) is
+// served as stock kube-apiserver serves it.
+func (f *Filter) starting() bool {
+	deadline := f.syncDeadline.Load()
+	if !f.started.Load() || deadline == 0 {
+		return true
+	}
+	now := f.clock.Now()
+	hookRan := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
+	return now.Sub(hookRan) < unsyncedReadyAfter && now.UnixNano() < deadline
+}
+
+// isDiscoveryPath is true for the paths whose documents the filter merges:
+// /api, /apis, /api/v1, /apis/<group> and /apis/<group>/<version>.
+func isDiscoveryPath(path string) bool {
+	if path == "/api" || path == "/apis" {
+		return true
+	}
+	_, ok := parseDiscoveryPath(path)
+	return ok
+}
+
+// discoveryEndpoint is a discovery request's metrics label.
+func discoveryEndpoint(r *http.Request) string {
+	switch path := r.URL.Path; {
+	case path == "/api" || path == "/apis":
+		if strings.Contains(r.Header.Get("Accept"), apidiscoveryv2.SchemeGroupVersion.Group) {
+			return endpointAggregated
+		}
+		return endpointGroupList
+	case strings.Count(path, "/") == 2 && strings.HasPrefix(path, "/apis/"):
+		return endpointGroup
+	default:
+		return endpointResourceList
+	}
+}
+
+// discoverySubject names a discovery document in a 503's Status.
+var discoverySubject = subject{
+	labels: schema.GroupVersionResource{Version: "v1"},
+	name:   "discovery",
 }
 
 // peerDiscovery serves the peer-aggregated discovery documents: /apis and
