@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -382,4 +383,25 @@ func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 		}
 	}
 	return 0
+}
+
+// serveListOrWatchList answers a client-go informer as an apiserver would:
+// a list with its items, or a watch that, when it is a watch-list, sends
+// each item as ADDED and then the bookmark ending the initial events;
+// the watch then stays open until the client leaves. kind is the list's
+// item kind, items its JSON objects.
+func serveListOrWatchList(w http.ResponseWriter, r *http.Request, apiVersion, kind string, items ...string) {
+	w.Header().Set("Content-Type", "application/json")
+	if r.URL.Query().Get("watch") != "true" {
+		fmt.Fprintf(w, `{"kind":"%sList","apiVersion":%q,"metadata":{"resourceVersion":"1"},"items":[%s]}`, kind, apiVersion, strings.Join(items, ","))
+		return
+	}
+	if r.URL.Query().Get("sendInitialEvents") == "true" {
+		for _, item := range items {
+			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", item)
+		}
+		fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", kind, apiVersion)
+	}
+	w.(http.Flusher).Flush()
+	<-r.Context().Done()
 }

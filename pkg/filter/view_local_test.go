@@ -16,7 +16,6 @@ package filter
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -222,32 +221,18 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 // server already holds them once.
 func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
 	local, _ := startFakeLocalServer(t)
-	const crd = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"widgets.example.com","uid":"u-1","resourceVersion":"7","generation":2,` +
+	const crd = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"widgets.example.com","uid":"u-1","resourceVersion":"1","generation":2,` +
 		`"labels":{"team":"a"},"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"versions\":[]}}"},` +
 		`"managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"apiextensions.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		items := ""
 		switch r.URL.Path {
 		case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions":
-			items = crd
+			serveListOrWatchList(w, r, "meta.k8s.io/v1", "PartialObjectMetadata", crd)
 		case "/apis/apiregistration.k8s.io/v1/apiservices":
+			serveListOrWatchList(w, r, "meta.k8s.io/v1", "PartialObjectMetadata")
 		default:
 			local.ServeHTTP(w, r)
-			return
 		}
-		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Query().Get("watch") != "true" {
-			fmt.Fprintf(w, `{"kind":"PartialObjectMetadataList","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"7"},"items":[%s]}`, items)
-			return
-		}
-		if r.URL.Query().Get("sendInitialEvents") == "true" {
-			if items != "" {
-				fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", items)
-			}
-			fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"resourceVersion":"7","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
-		}
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
 	}))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -263,8 +248,8 @@ func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
 		t.Fatalf("CRD widgets.example.com not in the informer's store (err %v)", err)
 	}
 	m := obj.(*metav1.PartialObjectMetadata)
-	if m.Name != "widgets.example.com" || m.UID != "u-1" || m.ResourceVersion != "7" || m.Generation != 2 {
-		t.Errorf("stored CRD identity = %q %q %q %d, want widgets.example.com u-1 7 2", m.Name, m.UID, m.ResourceVersion, m.Generation)
+	if m.Name != "widgets.example.com" || m.UID != "u-1" || m.ResourceVersion != "1" || m.Generation != 2 {
+		t.Errorf("stored CRD identity = %q %q %q %d, want widgets.example.com u-1 1 2", m.Name, m.UID, m.ResourceVersion, m.Generation)
 	}
 	if len(m.ManagedFields) != 0 || len(m.Annotations) != 0 || len(m.Labels) != 0 {
 		t.Errorf("stored CRD keeps %d managedFields, %d annotations, %d labels; want only its identity", len(m.ManagedFields), len(m.Annotations), len(m.Labels))

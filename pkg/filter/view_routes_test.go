@@ -16,7 +16,6 @@ package filter
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -185,18 +184,8 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 		mu.Lock()
 		queries[resource] = append(queries[resource], r.URL.Query().Get("fieldSelector"))
 		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
 		kind := map[string]string{"peerroutingtables": "PeerRoutingTable", "apiserverpeers": "APIServerPeer", "peeraggregateddiscoveries": "PeerAggregatedDiscovery"}[resource]
-		if r.URL.Query().Get("watch") != "true" {
-			fmt.Fprintf(w, `{"kind":"%sList","apiVersion":"peerdiscovery.k8s.io/v1alpha1","metadata":{"resourceVersion":"1"},"items":[]}`, kind)
-			return
-		}
-		if r.URL.Query().Get("sendInitialEvents") == "true" {
-			// client-go's watch-list: no objects, then the end of the initial events.
-			fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":"peerdiscovery.k8s.io/v1alpha1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", kind)
-		}
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
+		serveListOrWatchList(w, r, "peerdiscovery.k8s.io/v1alpha1", kind)
 	}))
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
