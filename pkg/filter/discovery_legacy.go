@@ -222,6 +222,12 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 			return true
 		}
 	}
+	// In no view at all, but a live peer records serving it.
+	if gv, id, ok := f.leases.groupRecordedElsewhere(f.serverID, name); ok && !f.local.servesGroup(name) {
+		discoveryServed(endpointGroup, sourceUnavailable)
+		f.groupVersionUnrouted(w, r, gv, id)
+		return true
+	}
 	discoveryServed(endpointGroup, sourceLocal)
 	return false
 }
@@ -238,6 +244,17 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 		f.groupVersionUnavailable(w, r, gv)
 		return true
 	case v1alpha1.RouteProxy:
+	case v1alpha1.RouteNotFound:
+		// Not found in the routes the filter keeps, which leave out
+		// cluster-wide ones (CRDs, aggregated APIs): the chain serves
+		// those, and peers' Leases record aggregated APIs too.
+		if id, ok := f.leases.groupVersionRecordedElsewhere(f.serverID, gv); ok && !f.local.servesGroupVersion(gv) {
+			discoveryServed(endpointResourceList, sourceUnavailable)
+			f.groupVersionUnrouted(w, r, gv, id)
+			return true
+		}
+		discoveryServed(endpointResourceList, sourceLocal)
+		return false
 	default:
 		discoveryServed(endpointResourceList, sourceLocal)
 		return false

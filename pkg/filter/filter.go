@@ -208,6 +208,9 @@ type Filter struct {
 	local     *localDiscovery
 	state     *routingState
 	discovery *peerDiscovery
+	// leases is what each server's registration Lease records it serves,
+	// read from this server's own watch cache: never a 404 for those.
+	leases *leaseRecords
 	// openAPIRoots caches peers' /openapi/v3 documents.
 	openAPIRoots peerOpenAPIRoots
 
@@ -255,6 +258,7 @@ func New(opts Options) (*Filter, error) {
 	}
 	registerMetrics()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery(), clock: clock.RealClock{}}
+	f.leases = newLeaseRecords(func() time.Time { return f.clock.Now() })
 	if !opts.Enabled() {
 		filterEnabled.Set(0)
 		// No context reaches New: the process's logger.
@@ -323,6 +327,9 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 		return err
 	}
 	if err := f.state.start(ctx, loopback); err != nil {
+		return err
+	}
+	if err := f.leases.start(ctx, loopback); err != nil {
 		return err
 	}
 	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.servedRecord, f.state.listsPeer, f.opts, f.clock)
@@ -404,6 +411,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			f.answers.retryLater(w, r, resourceSubject(req.GVR), fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()))
 			return
 		}
+		if f.local.synced() && !f.local.Serves(req.GVR) && f.unroutedButRecorded(w, r, req) {
+			return
+		}
 		h.next.ServeHTTP(w, r)
 		return
 	}
@@ -414,7 +424,40 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case v1alpha1.RouteUnavailable:
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
 		f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason())
+	case v1alpha1.RouteNotFound:
+		if !f.unroutedButRecorded(w, r, req) {
+			h.next.ServeHTTP(w, r)
+		}
 	default:
 		h.next.ServeHTTP(w, r)
 	}
+}
+
+// unroutedButRecorded answers 503 with Retry-After, and reports true, for a
+// resource that no route here names but a live peer's registration Lease
+// records: peerdiscovery's view has not caught up with that peer yet, and
+// the local chain's 404 would be false.
+func (f *Filter) unroutedButRecorded(w http.ResponseWriter, r *http.Request, req routing.Request) bool {
+	if req.AlreadyProxied {
+		return false
+	}
+	id, ok := f.leases.recordedElsewhere(f.serverID, req.GVR)
+	if ok {
+		f.unrouted(w, r, resourceSubject(req.GVR), routing.GVRString(req.GVR), id)
+	}
+	return ok
+}
+
+// groupVersionUnrouted is unroutedButRecorded's answer for a discovery
+// document of a group-version.
+func (f *Filter) groupVersionUnrouted(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, id string) {
+	f.unrouted(w, r, groupVersionSubject(gv), gv.String(), id)
+}
+
+func (f *Filter) unrouted(w http.ResponseWriter, r *http.Request, s subject, what, id string) {
+	// The client chose what it asked for: not a metric label (as for
+	// unsynced).
+	proxyError(r.Context(), "unrouted", unknownGVR)
+	audit.AddAuditAnnotation(r.Context(), AuditDecision, "unrouted")
+	f.answers.retryLater(w, r, s, fmt.Sprintf("%s is served by kube-apiserver %s (its registration lease records it), and this server's peer routing view does not list it yet", what, id))
 }

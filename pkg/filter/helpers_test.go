@@ -217,11 +217,13 @@ func withRequestInfoAndUser(h http.Handler, u func() user.Info) http.Handler {
 // setLocal replaces this server's own discovery view.
 func (e *env) setLocal(gvrs ...schema.GroupVersionResource) {
 	set := make(map[schema.GroupVersionResource]struct{}, len(gvrs))
+	gvs := map[schema.GroupVersion]struct{}{}
 	for _, g := range gvrs {
 		set[g] = struct{}{}
+		gvs[g.GroupVersion()] = struct{}{}
 	}
 	prev := e.f.local.doc.Load()
-	d := &localDoc{gvrs: set}
+	d := &localDoc{gvrs: set, gvs: gvs}
 	if prev != nil {
 		d.generation = prev.generation + 1
 	}

@@ -44,7 +44,9 @@ type localDoc struct {
 	api, apis         []apidiscoveryv2.APIGroupDiscovery
 	apiETag, apisETag string
 	gvrs              map[schema.GroupVersionResource]struct{}
-	generation        uint64
+	// gvs are the group-versions of gvrs.
+	gvs        map[schema.GroupVersion]struct{}
+	generation uint64
 }
 
 // localDiscovery caches this server's own (profile=nopeer) discovery, read
@@ -86,6 +88,31 @@ func (l *localDiscovery) Serves(gvr schema.GroupVersionResource) bool {
 		return false
 	}
 	_, ok := d.gvrs[gvr]
+	return ok
+}
+
+// servesGroup tells whether this server serves any resource of group; it
+// reads every group-version (a path taken only for a group no view lists).
+func (l *localDiscovery) servesGroup(group string) bool {
+	d := l.doc.Load()
+	if d == nil {
+		return false
+	}
+	for gv := range d.gvs {
+		if gv.Group == group {
+			return true
+		}
+	}
+	return false
+}
+
+// servesGroupVersion tells whether this server serves any resource of gv.
+func (l *localDiscovery) servesGroupVersion(gv schema.GroupVersion) bool {
+	d := l.doc.Load()
+	if d == nil {
+		return false
+	}
+	_, ok := d.gvs[gv]
 	return ok
 }
 
@@ -282,12 +309,14 @@ func (l *localDiscovery) read(ctx context.Context, client *nopeer.Client, base s
 // newLocalDoc indexes the served GVRs of api and apis; its generation
 // follows prev's.
 func newLocalDoc(prev *localDoc, api, apis []apidiscoveryv2.APIGroupDiscovery, apiETag, apisETag string) *localDoc {
-	d := &localDoc{api: api, apis: apis, apiETag: apiETag, apisETag: apisETag, gvrs: map[schema.GroupVersionResource]struct{}{}}
+	d := &localDoc{api: api, apis: apis, apiETag: apiETag, apisETag: apisETag,
+		gvrs: map[schema.GroupVersionResource]struct{}{}, gvs: map[schema.GroupVersion]struct{}{}}
 	if prev != nil {
 		d.generation = prev.generation + 1
 	}
 	for gvr := range merge.Resources(api, apis) {
 		d.gvrs[gvr] = struct{}{}
+		d.gvs[gvr.GroupVersion()] = struct{}{}
 	}
 	return d
 }

@@ -178,6 +178,9 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 	if res.Decision != v1alpha1.RouteLocal || res.Route != nil {
 		out = append(out, "the source's filter has synced its routing state: until it has, within its sync grace period after start, a resource it does not serve gets 503, and after that its own chain answers")
 	}
+	if res.Decision == v1alpha1.RouteNotFound {
+		out = append(out, "no live server's registration Lease records this resource: the source's filter reads the Leases itself, and for a resource a live peer's Lease records but no route names yet (this view has not caught up with that peer) it answers 503 with Retry-After, not 404")
+	}
 	if res.Decision == v1alpha1.RouteProxy {
 		if m := reviewMethods[spec.Verb]; m == http.MethodGet || m == http.MethodHead {
 			out = append(out, "the candidates can be reached: at request time one that fails before answering is skipped for the next; 503 with Retry-After when none answers")

@@ -174,7 +174,7 @@ func TestReviewAssumptions(t *testing.T) {
 	}, {
 		name: "no source",
 		spec: v1alpha1.RouteReviewSpec{Verb: "get", Path: "/apis/nowhere.example.com/v1/ghosts"},
-		want: []string{"no sourcePeer", "synced its routing state"},
+		want: []string{"no sourcePeer", "synced its routing state", "no live server's registration Lease records this resource"},
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

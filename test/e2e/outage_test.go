@@ -28,7 +28,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
@@ -200,18 +202,8 @@ func TestExtensionServersStopped(t *testing.T) {
 	readyPlane(t)
 	planetest.KeepExtensionsRunning(t, cluster)
 	planetest.KeepServersRunning(t, cluster, old)
-	for i := range cluster.Extensions() {
-		if err := cluster.StopExtension(i); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stopExtensions(t)
 	cfg := cluster.AdminConfig(old)
-	planetest.WaitFor(t, time.Minute, "peerdiscovery.k8s.io unavailable", func() error {
-		if code, _, _ := planetest.Get(t, cfg, "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables"); code == http.StatusOK {
-			return fmt.Errorf("still served")
-		}
-		return nil
-	})
 	for i := 0; i < 20; i++ {
 		if code, _, body := planetest.Get(t, cfg, svmPath); code != http.StatusOK {
 			t.Fatalf("routing without peerdiscovery-apiserver: %d %s", code, body)
@@ -243,6 +235,96 @@ func TestExtensionServersStopped(t *testing.T) {
 		}
 		if code, _, body := planetest.Get(t, cfg, svmPath); code != http.StatusOK {
 			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+}
+
+// TestLeaseRecordedButUnrouted: a resource that only a live server's
+// registration Lease records, and no routing view knows yet, is a 503 with
+// Retry-After through every other server, never a 404. Here the view
+// cannot know it: every peerdiscovery-apiserver replica is stopped, and
+// new2 comes back serving one more group-version. In CI a lagging replica
+// did the same to a just-upgraded server for 27 s (test/nodeplane).
+func TestLeaseRecordedButUnrouted(t *testing.T) {
+	readyPlane(t)
+	planetest.KeepExtensionsRunning(t, cluster)
+	const (
+		extra = "resource.k8s.io/v1beta2" // off by default in both releases, no feature gate
+		path  = "/apis/" + extra + "/deviceclasses"
+	)
+	version := cluster.Servers()[new2].Version
+	restart := func(flags ...string) {
+		t.Helper()
+		if err := cluster.StopAPIServer(new2, syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.UpgradeAPIServer(new2, localcluster.ServerSpec{Version: version, ExtraFlags: flags}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		// new2 as it was, and the view resynced, for the tests after.
+		if err := cluster.StopAPIServer(new2, syscall.SIGTERM); err != nil {
+			t.Errorf("stopping %s: %v", cluster.Servers()[new2].Name, err)
+		}
+		if err := cluster.UpgradeAPIServer(new2, localcluster.ServerSpec{Version: version}); err != nil {
+			t.Errorf("starting %s as it was: %v", cluster.Servers()[new2].Name, err)
+		}
+	})
+	stopExtensions(t)
+	cfg := cluster.AdminConfig(old)
+	if code, _, b := planetest.Get(t, cfg, path); code != http.StatusNotFound {
+		t.Fatalf("before new2 serves %s: %d %.200s, want 404 (no server serves it)", extra, code, b)
+	}
+	restart("--runtime-config=" + extra + "=true")
+	groups, _, _ := discovery(t, new2, "/apis", true)
+	served := planetest.GVRs(groups)
+	if !served[schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1beta2", Resource: "deviceclasses"}] {
+		t.Fatalf("%s does not serve %s with --runtime-config=%s=true: the API this test needs is gone", cluster.Servers()[new2].Name, path, extra)
+	}
+	// Within a renewal (3 s) of new2's first read of its own discovery, its
+	// Lease records it; from then on every answer through old is a 503.
+	planetest.WaitFor(t, 30*time.Second, "a 503 through "+cluster.Servers()[old].Name, func() error {
+		code, _, b := planetest.Get(t, cfg, path)
+		if code != http.StatusServiceUnavailable {
+			return fmt.Errorf("%d %.200s", code, b)
+		}
+		return nil
+	})
+	for i := 0; i < 10; i++ {
+		code, h, b := planetest.Get(t, cfg, path)
+		if code != http.StatusServiceUnavailable || h.Get("Retry-After") == "" || !strings.Contains(string(b), "registration lease records it") {
+			t.Fatalf("GET %s through %s: %d %.300s, want 503 with Retry-After", path, cluster.Servers()[old].Name, code, b)
+		}
+	}
+	if code, _, b := planetest.Get(t, cfg, "/apis/"+extra); code != http.StatusServiceUnavailable {
+		t.Fatalf("GET /apis/%s through %s: %d %.300s, want 503", extra, cluster.Servers()[old].Name, code, b)
+	}
+	// The replicas back: routed to new2.
+	startExtensions(t, allExtensions()...)
+	planetest.WaitFor(t, time.Minute, "proxied to "+cluster.Servers()[new2].Name, func() error {
+		code, _, b := planetest.Get(t, cfg, path)
+		if code != http.StatusOK {
+			return fmt.Errorf("%d %.200s", code, b)
+		}
+		return nil
+	})
+}
+
+// stopExtensions stops every peerdiscovery-apiserver replica and waits
+// until peerdiscovery.k8s.io is no longer served.
+func stopExtensions(t *testing.T) {
+	t.Helper()
+	for i := range cluster.Extensions() {
+		if err := cluster.StopExtension(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := cluster.AdminConfig(old)
+	planetest.WaitFor(t, time.Minute, "peerdiscovery.k8s.io unavailable", func() error {
+		if code, _, _ := planetest.Get(t, cfg, "/apis/peerdiscovery.k8s.io/v1alpha1/peerroutingtables"); code == http.StatusOK {
+			return fmt.Errorf("still served")
 		}
 		return nil
 	})

@@ -336,8 +336,11 @@ type RouteReviewStatus struct {
 	// has, within its sync grace period after start, a resource it does not
 	// serve gets 503), the source's own discovery (the review takes the
 	// GVRs the routing tables list it for, as last read by peerdiscovery),
-	// whether the source runs the filter at all, and whether a candidate
-	// can be reached at request time. The decision holds when they do.
+	// whether the source runs the filter at all, for a resource no route
+	// names whether a live server's registration Lease records it (the
+	// source's filter reads the Leases itself and answers 503 then), and
+	// whether a candidate can be reached at request time. The decision
+	// holds when they do.
 	// +listType=atomic
 	// +optional
 	Assumptions []string `json:"assumptions,omitempty"`
