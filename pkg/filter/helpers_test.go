@@ -398,6 +398,13 @@ func serveListOrWatchList(w http.ResponseWriter, r *http.Request, apiVersion, ki
 		fmt.Fprintf(w, `{"kind":"%sList","apiVersion":%q,"metadata":{"resourceVersion":"1"},"items":[%s]}`, kind, apiVersion, strings.Join(items, ","))
 		return
 	}
+	writeInitialEvents(w, r, apiVersion, kind, items...)
+	<-r.Context().Done()
+}
+
+// writeInitialEvents starts a watch answer: for a watch-list, each item as
+// ADDED and the bookmark ending the initial events; then a flush.
+func writeInitialEvents(w http.ResponseWriter, r *http.Request, apiVersion, kind string, items ...string) {
 	if r.URL.Query().Get("sendInitialEvents") == "true" {
 		for _, item := range items {
 			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", item)
@@ -405,5 +412,4 @@ func serveListOrWatchList(w http.ResponseWriter, r *http.Request, apiVersion, ki
 		fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", kind, apiVersion)
 	}
 	w.(http.Flusher).Flush()
-	<-r.Context().Done()
 }

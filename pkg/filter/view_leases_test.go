@@ -55,13 +55,7 @@ func (s *fakeLeaseServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
-	if r.URL.Query().Get("sendInitialEvents") == "true" {
-		for _, item := range items {
-			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", item)
-		}
-		fmt.Fprint(w, `{"type":"BOOKMARK","object":{"kind":"Lease","apiVersion":"coordination.k8s.io/v1","metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n")
-	}
-	w.(http.Flusher).Flush()
+	writeInitialEvents(w, r, "coordination.k8s.io/v1", "Lease", items...)
 	for {
 		select {
 		case <-r.Context().Done():
