@@ -89,7 +89,9 @@ EOF
     cd "${wrapper}"
     go mod tidy
     log::info "kubectl ${KUBECTL_VERSION}: go build"
-    go build -ldflags "$(version_ldflags "${KUBECTL_VERSION}")" -o "${bin}.tmp" .
+    # Static, as upstream's kubectl and the release builds of
+    # hack/lib/kube-release.sh: they share its compiled libraries.
+    CGO_ENABLED=0 go build -ldflags "$(version_ldflags "${KUBECTL_VERSION}")" -o "${bin}.tmp" .
   )
   install_binary "${bin}.tmp" "${bin}"
   log::info "kubectl ${KUBECTL_VERSION}: built ${bin} in $(elapsed_since "${start}")"

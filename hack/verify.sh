@@ -28,7 +28,10 @@ check_gofmt() {
 }
 stage::run "gofmt" check_gofmt
 stage::run "license headers" hack/verify-boilerplate.sh
-stage::run "go vet (downloads the modules on a cold machine)" go vet ./...
+# -race: vet compiles every package's dependencies, and with the race
+# detector's settings that compile is the one the unit and end-to-end tests
+# (go test -race) reuse, not a third one of its own.
+stage::run "go vet (downloads the modules on a cold machine; -race, to share the tests' compile)" go vet -race ./...
 stage::run "verify generated code" hack/verify-codegen.sh
 # hack/test.sh builds kube-apiserver of every release in KUBE_VERSIONS right
 # after this (each linking these packages against that release's libraries,

@@ -170,35 +170,54 @@ elapsed_since() { echo "$(($(date +%s) - ${1}))s"; }
 # stage::run NAME CMD... runs CMD and records it; the note is what CMD
 # leaves in STAGE_NOTE (a shell function can set it), else "ran".
 stage::run() {
-  local name="${1}" start rc=0
+  local name="${1}" start cpu rc=0
   shift
   STAGE_NOTE=""
   start="$(date +%s)"
+  cpu="$(stage::cpu_jiffies)"
   log::info "=== ${name}"
   "$@" || rc=$?
-  stage::record "${name}" "$(($(date +%s) - start))" "${STAGE_NOTE:-ran}$( ((rc == 0)) || echo ", failed (rc ${rc})")"
+  stage::record "${name}" "$(($(date +%s) - start))" "${STAGE_NOTE:-ran}$( ((rc == 0)) || echo ", failed (rc ${rc})")" "$(stage::cores_busy "${cpu}")"
   return "${rc}"
 }
 
 # stage::build NAME BINARY CMD... runs a build command as a stage: "built"
 # when BINARY changed, "cached" when the script found it up to date.
 stage::build() {
-  local name="${1}" bin="${2}" before after start rc=0
+  local name="${1}" bin="${2}" before after start cpu rc=0
   shift 2
   before="$(stat -c %Y.%i "${bin}" 2>/dev/null || true)"
   start="$(date +%s)"
+  cpu="$(stage::cpu_jiffies)"
   "$@" || rc=$?
   after="$(stat -c %Y.%i "${bin}" 2>/dev/null || true)"
   local note="built"
   [[ -n "${before}" && "${before}" == "${after}" ]] && note="cached"
   ((rc == 0)) || note="failed (rc ${rc})"
-  stage::record "build ${name}" "$(($(date +%s) - start))" "${note}"
+  stage::record "build ${name}" "$(($(date +%s) - start))" "${note}" "$(stage::cores_busy "${cpu}")"
   return "${rc}"
 }
 
+# stage::record NAME SECONDS NOTE [CORES] appends one row.
 stage::record() {
   [[ -n "${PEERDISCOVERY_STAGE_FILE:-}" ]] || return 0
-  printf '%s\t%s\t%s\n' "$1" "$2" "$3" >>"${PEERDISCOVERY_STAGE_FILE}"
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "${4:--}" >>"${PEERDISCOVERY_STAGE_FILE}"
+}
+
+# stage::cpu_jiffies prints the machine's busy and total CPU time so far
+# (/proc/stat, all cores); stage::cores_busy BEFORE prints how many cores
+# were busy on average since then (the whole machine, stages beside it
+# included): where a stage leaves cores idle, CI's time has room.
+stage::cpu_jiffies() {
+  awk '/^cpu / { total = 0; for (i = 2; i <= NF; i++) total += $i; print total - $5 - $6, total; exit }' /proc/stat
+}
+stage::cores_busy() {
+  # shellcheck disable=SC2206 # two numbers
+  local before=(${1}) now
+  # shellcheck disable=SC2207
+  now=($(stage::cpu_jiffies))
+  awk -v b="$((now[0] - before[0]))" -v t="$((now[1] - before[1]))" -v n="$(nproc)" \
+    'BEGIN { if (t > 0) printf "%.1f of %d", n * b / t, n; else print "-" }'
 }
 
 # stage::table prints the recorded stages and their total.
@@ -207,7 +226,7 @@ stage::table() {
   awk -F'\t' '
     { rows[NR] = $0; if (length($1) > w) w = length($1) }
     END {
-      printf "%-*s %8s  %s\n", w, "stage", "seconds", "cached or built"
-      for (i = 1; i <= NR; i++) { split(rows[i], f, "\t"); printf "%-*s %8d  %s\n", w, f[1], f[2], f[3] }
+      printf "%-*s %8s  %-12s  %s\n", w, "stage", "seconds", "cores busy", "cached or built"
+      for (i = 1; i <= NR; i++) { split(rows[i], f, "\t"); printf "%-*s %8d  %-12s  %s\n", w, f[1], f[2], (f[4] == "" ? "-" : f[4]), f[3] }
     }' "${PEERDISCOVERY_STAGE_FILE}"
 }
