@@ -55,9 +55,10 @@ MAIN_MODULE="sigs.k8s.io/peerdiscovery"
 ETCD_VERSION="v3.7.3"
 # Space-separated; the oldest first. The default control plane (local-up,
 # test/e2e, test/controllers) runs DEFAULT_KUBE_VERSIONS; v1.35.4 runs in
-# test/e2e135 only.
+# test/e2e135 only, on demand. KUBE_VERSIONS from the environment wins
+# (hack/test.sh sets it to DEFAULT_KUBE_VERSIONS).
 DEFAULT_KUBE_VERSIONS="v1.36.3 v1.37.2"
-KUBE_VERSIONS="v1.35.4 ${DEFAULT_KUBE_VERSIONS}"
+KUBE_VERSIONS="${KUBE_VERSIONS:-v1.35.4 ${DEFAULT_KUBE_VERSIONS}}"
 # The kube-controller-manager test/controllers and local-up run: the oldest
 # release of the default control plane.
 KUBE_CONTROLLER_MANAGER_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
