@@ -67,8 +67,12 @@ type Engine struct {
 	lastClusterWide map[schema.GroupVersion]string
 	// deletedGVs are GVs of deleted CRDs and APIServices, excluded from
 	// everything while a peer's document may still list them.
-	deletedGVs  map[schema.GroupVersion]bool
-	badLeases   map[string]string
+	deletedGVs map[schema.GroupVersion]bool
+	badLeases  map[string]string
+	// servedMemo decodes a registration Lease's record only when it changed:
+	// observe reads every Lease on each event, a renewal every few seconds
+	// per server.
+	servedMemo  peerlease.ServedMemo
 	initialized bool
 	// nextLapse is when the first live Lease lapses unless renewed: Run
 	// wakes then, so a server that stops renewing (frozen, crashed, cut

@@ -23,6 +23,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -75,6 +76,7 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 	type leases struct{ reg, ident *peerlease.Registration }
 	byID := map[string]*leases{}
 	seenBad := map[string]bool{}
+	registrations := map[types.NamespacedName]bool{}
 	for _, obj := range e.leases.GetStore().List() {
 		l, ok := obj.(*coordinationv1.Lease)
 		if !ok {
@@ -85,8 +87,9 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 		isReg := false
 		switch {
 		case peerlease.IsRegistration(l):
-			reg, err = peerlease.ParseRegistration(l)
+			reg, err = e.servedMemo.ParseRegistration(l)
 			isReg = true
+			registrations[types.NamespacedName{Namespace: l.Namespace, Name: l.Name}] = true
 		case peerlease.IsIdentity(l):
 			if _, has := l.Annotations[peerlease.PeerAdvertiseAddressAnnotation]; !has {
 				continue // upstream's gate is off: this lease names no endpoint.
@@ -120,6 +123,9 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 			delete(e.badLeases, key)
 		}
 	}
+	e.servedMemo.Retain(func(namespace, name string) bool {
+		return registrations[types.NamespacedName{Namespace: namespace, Name: name}]
+	})
 
 	out := map[string]*observed{}
 	for id, ls := range byID {

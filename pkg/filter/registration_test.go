@@ -159,21 +159,22 @@ func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 	}
 }
 
-// fakeCRDs is a synced CRD metadata cache holding the given names.
-type fakeCRDs struct{ store cache.Store }
+// fakeMetadata is a synced metadata cache (CRDs, APIServices) holding the
+// given names.
+type fakeMetadata struct{ store cache.Store }
 
-func newFakeCRDs(t *testing.T, names ...string) *fakeCRDs {
+func newFakeMetadata(t *testing.T, names ...string) *fakeMetadata {
 	s := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for _, n := range names {
 		if err := s.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return &fakeCRDs{store: s}
+	return &fakeMetadata{store: s}
 }
 
-func (f *fakeCRDs) HasSynced() bool       { return true }
-func (f *fakeCRDs) GetStore() cache.Store { return f.store }
+func (f *fakeMetadata) HasSynced() bool       { return true }
+func (f *fakeMetadata) GetStore() cache.Store { return f.store }
 
 // The record leaves out what CRDs serve: every server serves it, so it
 // never decides a route, and thousands of CRDs would bloat each renewal.
@@ -184,13 +185,51 @@ func TestServedRecordLeavesOutCRDs(t *testing.T) {
 		Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "crontabs", Scope: apidiscoveryv2.ScopeNamespace}},
 	}}})
 	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
-	local.crds = newFakeCRDs(t, "crontabs.stable.example.com")
+	local.crds = newFakeMetadata(t, "crontabs.stable.example.com")
 	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, servingWant) {
 		t.Errorf("record %v, want %v (no CRD)", got, servingWant)
+	}
+}
+
+// The record leaves out what aggregated APIServices serve, for the same
+// reasons: every server serves them through its aggregator, and at the
+// scale docs/operations.md states (4,000 of 5,000 extra GVRs were
+// aggregated in test/bench) each renewal carried them all. The
+// group-versions kube-aggregator registers for the server's own APIs
+// (labelled automanaged) stay.
+func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
+	local := localServing()
+	d := local.doc.Load()
+	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
+		Version: "v1beta1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}, {Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster}},
+	}}})
+	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	local.crds = newFakeMetadata(t)
+	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for _, o := range []*metav1.PartialObjectMetadata{
+		{ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io"}},
+		{ObjectMeta: metav1.ObjectMeta{Name: "v1.apps", Labels: map[string]string{autoManagedLabel: "onstart"}}},
+	} {
+		// As the informer stores them.
+		kept, err := keepIdentity(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := store.Add(kept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	local.apiServices = &fakeMetadata{store: store}
+	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, servingWant) {
+		t.Errorf("record %v, want %v (no aggregated API)", got, servingWant)
 	}
 }
 

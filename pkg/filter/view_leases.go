@@ -48,6 +48,9 @@ type leaseRecords struct {
 	servers atomic.Pointer[map[string]*recordedServer]
 	mu      sync.Mutex // serializes writers
 	now     func() time.Time
+	// memo decodes a Lease's record only when it changed, not on each of
+	// its renewals.
+	memo peerlease.ServedMemo
 }
 
 // recordedServer is one registration Lease, parsed.
@@ -96,7 +99,12 @@ func (l *leaseRecords) run(ctx context.Context, lw cache.ListerWatcher) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
 			}
-			if lease, ok := o.(*coordinationv1.Lease); ok && lease.Spec.HolderIdentity != nil {
+			lease, ok := o.(*coordinationv1.Lease)
+			if !ok {
+				return
+			}
+			l.memo.Forget(lease.Namespace, lease.Name)
+			if lease.Spec.HolderIdentity != nil {
 				l.update(func(m map[string]*recordedServer) { delete(m, *lease.Spec.HolderIdentity) })
 			}
 		},
@@ -119,7 +127,7 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 	if !ok {
 		return
 	}
-	reg, err := peerlease.ParseRegistration(lease)
+	reg, err := l.memo.ParseRegistration(lease)
 	if err != nil {
 		logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
 		return

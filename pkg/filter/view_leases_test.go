@@ -20,12 +20,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -219,4 +221,41 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 		return !ok
 	})
 	check("its Lease deleted", "/apis/new.example.com/v1/gizmos", nil, false)
+}
+
+// TestLeaseRenewalKeepsTheDecodedRecord: every server renews its Lease
+// every 3 s, and every filter reads each renewal; the record in it (5,000
+// resources at the scale docs/operations.md states) is decoded only when
+// it changed.
+func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {
+	rs := make([]peerlease.ServedResource, 0, 5000)
+	for i := range 5000 {
+		rs = append(rs, peerlease.ServedResource{
+			GroupVersionResource: schema.GroupVersionResource{Group: fmt.Sprintf("g%d.example.com", i/100), Version: "v1", Resource: fmt.Sprintf("things%d", i%100)},
+			Scope:                "Namespaced", Kind: "Thing", Verbs: []string{"get", "list"},
+		})
+	}
+	enc, err := peerlease.EncodeServed(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	l := newLeaseRecords(func() time.Time { return now })
+	logger := klog.Background()
+	lease := peerlease.NewRegistrationLease(nil, "kube-apiserver-b", "10.0.0.9:6443", "v1.37.2", enc, now)
+	l.set(logger, lease)
+	gvr := schema.GroupVersionResource{Group: "g49.example.com", Version: "v1", Resource: "things99"}
+	if id, ok := l.recordedElsewhere("kube-apiserver-a", gvr); !ok || id != "kube-apiserver-b" {
+		t.Fatalf("recordedElsewhere(%v) = %q, %v", gvr, id, ok)
+	}
+	renewal := peerlease.NewRegistrationLease(lease, "kube-apiserver-b", "10.0.0.9:6443", "v1.37.2", strings.Clone(enc), now.Add(3*time.Second))
+	// ParseRegistration alone allocates more than once per resource.
+	a := testing.AllocsPerRun(10, func() { l.set(logger, renewal) })
+	t.Logf("a renewal with the same record: %.0f allocations", a)
+	if a > 100 {
+		t.Errorf("a renewal with the same record cost %.0f allocations", a)
+	}
+	if id, ok := l.recordedElsewhere("kube-apiserver-a", gvr); !ok || id != "kube-apiserver-b" {
+		t.Errorf("after the renewal recordedElsewhere(%v) = %q, %v", gvr, id, ok)
+	}
 }

@@ -56,15 +56,16 @@ type localDoc struct {
 type localDiscovery struct {
 	doc     atomic.Pointer[localDoc]
 	refresh chan struct{}
-	// crds holds the CustomResourceDefinitions' metadata (nil until
-	// started): what they serve is left out of the served record.
-	crds crdCache
+	// crds and apiServices hold the CustomResourceDefinitions' and
+	// APIServices' metadata (nil until started): what CRDs and aggregated
+	// APIs serve is left out of the served record.
+	crds, apiServices metadataCache
 	// record caches the served record of one document.
 	record atomic.Pointer[servedRecord]
 }
 
-// crdCache is the part of the CRD informer the served record reads.
-type crdCache interface {
+// metadataCache is the part of an informer the served record reads.
+type metadataCache interface {
 	HasSynced() bool
 	GetStore() cache.Store
 }
@@ -72,10 +73,18 @@ type crdCache interface {
 // servedRecord is peerlease.EncodeServed of what one local document lists,
 // for the registration Lease.
 type servedRecord struct {
-	generation uint64
-	crdsSynced bool
-	encoded    string
+	generation                    uint64
+	crdsSynced, apiServicesSynced bool
+	encoded                       string
 }
+
+// autoManagedLabel is the label kube-aggregator's autoregister controller
+// sets on the APIServices it creates for the server's own group-versions
+// (built-in ones, "onstart", and CRDs', "true"): an APIService without it
+// is an aggregated API, served by an extension server behind every
+// kube-apiserver alike (k8s.io/kube-aggregator/pkg/controllers/autoregister,
+// AutoRegisterManagedLabel).
+const autoManagedLabel = "kube-aggregator.kubernetes.io/automanaged"
 
 func newLocalDiscovery() *localDiscovery {
 	return &localDiscovery{refresh: make(chan struct{}, 1)}
@@ -118,26 +127,25 @@ func (l *localDiscovery) servesGroupVersion(gv schema.GroupVersion) bool {
 
 // servedRecord is what this server serves itself, encoded for its
 // registration Lease (peerlease.EncodeServed); "" before the first read or
-// when it cannot be encoded. Resources of CustomResourceDefinitions are
-// left out: every server serves them (they are never routed to a peer),
-// and at thousands of CRDs they would make every renewal large. Encoded
-// once per document.
+// when it cannot be encoded. Resources of CustomResourceDefinitions and of
+// aggregated APIServices are left out: every server serves them (they are
+// never routed to a peer), and at thousands of them they would make every
+// renewal large (every 3 s per server, each kept by every kube-apiserver's
+// watch cache). Encoded once per document.
 func (l *localDiscovery) servedRecord(ctx context.Context) string {
 	d := l.doc.Load()
 	if d == nil {
 		return ""
 	}
 	crdsSynced := l.crds != nil && l.crds.HasSynced()
-	if r := l.record.Load(); r != nil && r.generation == d.generation && r.crdsSynced == crdsSynced {
+	apiServicesSynced := l.apiServices != nil && l.apiServices.HasSynced()
+	if r := l.record.Load(); r != nil && r.generation == d.generation && r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
 		return r.encoded
 	}
 	var list []peerlease.ServedResource
 	for _, r := range peerlease.ServedFromDiscovery(d.api, d.apis) {
-		if crdsSynced && r.Group != "" {
-			// A CRD's name is <plural>.<group>.
-			if _, isCRD, _ := l.crds.GetStore().GetByKey(r.Resource + "." + r.Group); isCRD {
-				continue
-			}
+		if r.Group != "" && (crdsSynced && l.isCRD(r.GroupVersionResource) || apiServicesSynced && l.isAggregated(r.GroupVersion())) {
+			continue
 		}
 		list = append(list, r)
 	}
@@ -147,8 +155,30 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 		// read of it; one that never did has no tombstone for it.
 		klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
 	}
-	l.record.Store(&servedRecord{generation: d.generation, crdsSynced: crdsSynced, encoded: enc})
+	l.record.Store(&servedRecord{generation: d.generation, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
 	return enc
+}
+
+// isCRD tells whether a CRD serves gvr: a CRD's name is <plural>.<group>.
+func (l *localDiscovery) isCRD(gvr schema.GroupVersionResource) bool {
+	_, ok, _ := l.crds.GetStore().GetByKey(gvr.Resource + "." + gvr.Group)
+	return ok
+}
+
+// isAggregated tells whether an aggregated APIService serves gv: one named
+// <version>.<group> that kube-aggregator did not create for the server's
+// own APIs.
+func (l *localDiscovery) isAggregated(gv schema.GroupVersion) bool {
+	o, ok, _ := l.apiServices.GetStore().GetByKey(gv.Version + "." + gv.Group)
+	if !ok {
+		return false
+	}
+	m, ok := o.(metav1.Object)
+	if !ok {
+		return false
+	}
+	_, managed := m.GetLabels()[autoManagedLabel]
+	return !managed
 }
 
 func (l *localDiscovery) synced() bool       { return l.doc.Load() != nil }
@@ -173,18 +203,16 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	}
 	factory := metadatainformer.NewSharedInformerFactoryWithOptions(meta, 0, metadatainformer.WithTransform(keepIdentity))
 	crdsGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	for _, gvr := range []schema.GroupVersionResource{
-		crdsGVR,
-		{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"},
-	} {
+	apiServicesGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
+	for _, gvr := range []schema.GroupVersionResource{crdsGVR, apiServicesGVR} {
 		_, _ = factory.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(interface{}) { l.poke() },
 			UpdateFunc: func(interface{}, interface{}) { l.poke() },
 			DeleteFunc: func(interface{}) { l.poke() },
 		})
 	}
-	crds := factory.ForResource(crdsGVR).Informer()
-	l.crds = crds
+	crds, apiServices := factory.ForResource(crdsGVR).Informer(), factory.ForResource(apiServicesGVR).Informer()
+	l.crds, l.apiServices = crds, apiServices
 	factory.Start(ctx.Done())
 	base := loopback.Host
 	if !strings.Contains(base, "://") {
@@ -195,9 +223,9 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	// while unsynced depends on it); bounded, so startup never waits long.
 	firstCtx, cancel := context.WithTimeout(ctx, localFirstReadTimeout)
 	defer cancel()
-	// The CRDs first, within the same bound: the first registration
-	// renewal then records the list without them.
-	cache.WaitForCacheSync(firstCtx.Done(), crds.HasSynced)
+	// The CRDs and APIServices first, within the same bound: the first
+	// registration renewal then records the list without theirs.
+	cache.WaitForCacheSync(firstCtx.Done(), crds.HasSynced, apiServices.HasSynced)
 	if err := l.read(firstCtx, client, base); err != nil {
 		logReadError(klog.FromContext(ctx), "peerdiscovery filter: first read of local discovery failed; will retry", err)
 		l.poke()
@@ -207,15 +235,20 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 }
 
 // keepIdentity is the CRD and APIService informers' transform: they are
-// read only for a CRD's name and for change events, so the stored copy
-// keeps the identity and drops the rest. A CRD's managedFields (and a
-// kubectl-applied one's last-applied annotation) are about the size of its
-// schema; the server's own apiextensions informer already holds all that,
-// and a second copy in the filter grew with every CRD.
+// read only for a CRD's name, an APIService's autoManagedLabel and for
+// change events, so the stored copy keeps that and drops the rest. A CRD's
+// managedFields (and a kubectl-applied one's last-applied annotation) are
+// about the size of its schema; the server's own apiextensions informer
+// already holds all that, and a second copy in the filter grew with every
+// CRD.
 func keepIdentity(obj interface{}) (interface{}, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
+	}
+	var labels map[string]string
+	if v, ok := m.Labels[autoManagedLabel]; ok {
+		labels = map[string]string{autoManagedLabel: v}
 	}
 	return &metav1.PartialObjectMetadata{
 		TypeMeta: m.TypeMeta,
@@ -226,6 +259,7 @@ func keepIdentity(obj interface{}) (interface{}, error) {
 			ResourceVersion:   m.ResourceVersion,
 			Generation:        m.Generation,
 			DeletionTimestamp: m.DeletionTimestamp,
+			Labels:            labels,
 		},
 	}, nil
 }

@@ -159,6 +159,12 @@ func IsIdentity(l *coordinationv1.Lease) bool {
 // ParseRegistration reads a registration Lease. A broken one is an error,
 // never a guessed peer.
 func ParseRegistration(l *coordinationv1.Lease) (Registration, error) {
+	return parseRegistration(l, true)
+}
+
+// parseRegistration is ParseRegistration; without decodeServed it leaves
+// Served nil (ServedMemo holds the list).
+func parseRegistration(l *coordinationv1.Lease, decodeServed bool) (Registration, error) {
 	if !IsRegistration(l) {
 		return Registration{}, fmt.Errorf("lease %s/%s is not a registration lease", l.Namespace, l.Name)
 	}
@@ -180,9 +186,11 @@ func ParseRegistration(l *coordinationv1.Lease) (Registration, error) {
 	if err != nil {
 		return Registration{}, fmt.Errorf("lease %s/%s: %w", l.Namespace, l.Name, err)
 	}
-	served, err := parseServed(l)
-	if err != nil {
-		return Registration{}, fmt.Errorf("lease %s/%s: %w", l.Namespace, l.Name, err)
+	var served []ServedResource
+	if decodeServed {
+		if served, err = parseServed(l); err != nil {
+			return Registration{}, fmt.Errorf("lease %s/%s: %w", l.Namespace, l.Name, err)
+		}
 	}
 	r := Registration{ServerID: id, Endpoint: endpoint, BinaryVersion: l.Annotations[BinaryVersionAnnotation], DepartedAt: departed, Served: served}
 	r.AcquireTime = acquired(l)

@@ -20,6 +20,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -41,6 +43,19 @@ type ProcessCost struct {
 	// HeapProfile is the file (in the output folder) of the heap profile
 	// taken after the window, after a GC (kube-apiservers only).
 	HeapProfile string `json:"heapProfile,omitempty"`
+	// Go is the Go runtime's memory at the window's end, before that GC
+	// (kube-apiservers only): what of the RSS is heap in use, and what the
+	// runtime holds idle without returning it to the OS.
+	Go *GoMemory `json:"go,omitempty"`
+}
+
+// GoMemory is a process's go_memstats at one moment, in bytes.
+type GoMemory struct {
+	HeapInuse    float64 `json:"heapInuse"`
+	HeapIdle     float64 `json:"heapIdle"`
+	HeapReleased float64 `json:"heapReleased"`
+	// NextGC is the heap size at which the next GC starts.
+	NextGC float64 `json:"nextGC"`
 }
 
 // CostState is every process of both planes in one state.
@@ -113,9 +128,21 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	if err := ctx.Err(); err != nil {
 		return st, err
 	}
-	// Profiles after the window: the GC each one forces would show in
-	// the RSS.
+	// The runtime's memory first, then the profiles: the GC each profile
+	// forces would show in both.
 	k := 0
+	for _, pl := range planes {
+		for i := range pl.C.Servers() {
+			m, err := goMemory(ctx, pl, i)
+			if err != nil {
+				return st, err
+			}
+			procs[k].cost.Go = m
+			k++
+		}
+		k += len(pl.C.Extensions())
+	}
+	k = 0
 	for _, pl := range planes {
 		for i := range pl.C.Servers() {
 			p := procs[k]
@@ -132,6 +159,40 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 		st.Processes = append(st.Processes, p.cost)
 	}
 	return st, nil
+}
+
+// goMemory reads kube-apiserver i's go_memstats from /metrics.
+func goMemory(ctx context.Context, pl *Plane, i int) (*GoMemory, error) {
+	cfg := pl.C.AdminConfig(i)
+	client, err := httpClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer client.CloseIdleConnections()
+	body, err := do(ctx, client, http.MethodGet, url(cfg, "/metrics"), nil, http.StatusOK)
+	if err != nil {
+		return nil, fmt.Errorf("%s server %d metrics: %w", pl.Routing, i, err)
+	}
+	m := &GoMemory{}
+	want := map[string]*float64{
+		"go_memstats_heap_inuse_bytes":    &m.HeapInuse,
+		"go_memstats_heap_idle_bytes":     &m.HeapIdle,
+		"go_memstats_heap_released_bytes": &m.HeapReleased,
+		"go_memstats_next_gc_bytes":       &m.NextGC,
+	}
+	for line := range strings.Lines(string(body)) {
+		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")
+		if dst := want[name]; ok && dst != nil {
+			if *dst, err = strconv.ParseFloat(value, 64); err != nil {
+				return nil, fmt.Errorf("%s server %d metrics: %s: %w", pl.Routing, i, name, err)
+			}
+			delete(want, name)
+		}
+	}
+	if len(want) > 0 {
+		return nil, fmt.Errorf("%s server %d metrics: %d go_memstats series missing", pl.Routing, i, len(want))
+	}
+	return m, nil
 }
 
 // heapProfile saves kube-apiserver i's heap profile, taken after a GC

@@ -280,6 +280,52 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 		}
 	}
 	b.WriteString("\n")
+	goMemoryTable(b, c)
+}
+
+// goMemoryTable splits each state's RSS difference: Go heap in use, heap
+// the runtime holds idle without returning it to the OS, and the next GC's
+// target, at the window's end, means over each release's servers.
+func goMemoryTable(b *strings.Builder, c *CostResult) {
+	mean := func(st CostState, routing, version string, f func(*GoMemory) float64) (float64, bool) {
+		var sum float64
+		n := 0
+		for _, p := range st.Processes {
+			if p.Routing == routing && p.Version == version && p.Go != nil {
+				sum += f(p.Go)
+				n++
+			}
+		}
+		return sum / float64(max(n, 1)), n > 0
+	}
+	inuse := func(m *GoMemory) float64 { return m.HeapInuse }
+	kept := func(m *GoMemory) float64 { return m.HeapIdle - m.HeapReleased }
+	goal := func(m *GoMemory) float64 { return m.NextGC }
+	var rows strings.Builder
+	for _, st := range c.States {
+		for _, v := range versionsOf(st) {
+			cells := ""
+			for _, f := range []func(*GoMemory) float64{inuse, kept, goal} {
+				o, okO := mean(st, "peerdiscovery", v, f)
+				u, okU := mean(st, "upstream", v, f)
+				if !okO || !okU {
+					cells = ""
+					break
+				}
+				cells += fmt.Sprintf(" %s | %s | %+.0f |", mib(o), mib(u), (o-u)/(1<<20))
+			}
+			if cells != "" {
+				fmt.Fprintf(&rows, "| %s | %s |%s\n", st.Name, v, cells)
+			}
+		}
+	}
+	if rows.Len() == 0 {
+		return
+	}
+	b.WriteString("Go runtime memory at the window's end (go_memstats, before the profile's GC; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n")
+	b.WriteString("| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString(rows.String())
+	b.WriteString("\n")
 }
 
 // heapTables name, for the last state, where the filter's part of the heap
