@@ -39,7 +39,7 @@ trap report EXIT
 
 # CI builds and tests the supported releases, DEFAULT_KUBE_VERSIONS
 # (v1.36.3, v1.37.2). v1.35.4 and test/e2e135, the upgrade from it, run on
-# demand (docs/testing.md): 7 of a cold run's minutes for a release the
+# demand (docs/testing.md): about 6 of a cold run's minutes for a release the
 # design does not support.
 export KUBE_VERSIONS="${DEFAULT_KUBE_VERSIONS}"
 
@@ -92,7 +92,7 @@ stage::run "the node-based plane's cleanup after a crashed harness (containerd, 
 # kubelets, shutdown delays, settle times, fault holds); and the other
 # packages, one at a time. Beside them runs hack/verify-monitoring.sh
 # (promtool check and test rules, the dashboard's queries), a stage of its
-# own: warm it takes a second, but cold (empty Go build cache) it took 307 s
+# own: warm it takes a second, but cold (empty Go build cache) it took 300-350 s
 # building promtool, which CI's budget has no room for in a row. The
 # packages that run on demand only (docs/testing.md) are not built here;
 # go vet above type-checks them.
