@@ -48,9 +48,6 @@ type leaseRecords struct {
 	servers atomic.Pointer[map[string]*recordedServer]
 	mu      sync.Mutex // serializes writers
 	now     func() time.Time
-	// memo decodes a Lease's record only when it changed, not on each of
-	// its renewals.
-	memo peerlease.ServedMemo
 }
 
 // recordedServer is one registration Lease, parsed.
@@ -99,12 +96,7 @@ func (l *leaseRecords) run(ctx context.Context, lw cache.ListerWatcher) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
 			}
-			lease, ok := o.(*coordinationv1.Lease)
-			if !ok {
-				return
-			}
-			l.memo.Forget(lease.Namespace, lease.Name)
-			if lease.Spec.HolderIdentity != nil {
+			if lease, ok := o.(*coordinationv1.Lease); ok && lease.Spec.HolderIdentity != nil {
 				l.update(func(m map[string]*recordedServer) { delete(m, *lease.Spec.HolderIdentity) })
 			}
 		},
@@ -127,15 +119,26 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 	if !ok {
 		return
 	}
-	reg, err := l.memo.ParseRegistration(lease)
-	if err != nil {
-		logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
-		return
-	}
 	raw := lease.Annotations[peerlease.ServedResourcesAnnotation]
 	l.update(func(m map[string]*recordedServer) {
+		var prev *recordedServer
+		if h := lease.Spec.HolderIdentity; h != nil {
+			prev = m[*h]
+		}
+		// A renewal every few seconds rarely changes the record: the sets
+		// decoded from it last time serve, and it is not decoded again.
+		reuse := prev != nil && prev.raw == raw
+		parse := peerlease.ParseRegistration
+		if reuse {
+			parse = peerlease.ParseRegistrationSkippingServed
+		}
+		reg, err := parse(lease)
+		if err != nil {
+			logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
+			return
+		}
 		s := &recordedServer{raw: raw, reg: reg}
-		if prev := m[reg.ServerID]; prev != nil && prev.raw == raw {
+		if reuse {
 			s.gvrs, s.gvs = prev.gvrs, prev.gvs
 		} else {
 			s.gvrs = make(map[schema.GroupVersionResource]struct{}, len(reg.Served))

@@ -53,7 +53,7 @@ func (m *ServedMemo) ParseRegistration(l *coordinationv1.Lease) (Registration, e
 		return reg, err
 	}
 	// The record decoded before: everything else is read as usual.
-	reg, err := parseRegistration(l, false)
+	reg, err := ParseRegistrationSkippingServed(l)
 	if err != nil {
 		return Registration{}, err
 	}

@@ -162,8 +162,15 @@ func ParseRegistration(l *coordinationv1.Lease) (Registration, error) {
 	return parseRegistration(l, true)
 }
 
-// parseRegistration is ParseRegistration; without decodeServed it leaves
-// Served nil (ServedMemo holds the list).
+// ParseRegistrationSkippingServed is ParseRegistration for a reader that
+// holds what the Lease's served-resources record decodes to (it compared
+// the annotation with the one it decoded): Served is left nil. A renewal
+// rewrites the Lease every DefaultRenewInterval, rarely its record, which
+// lists thousands of resources at scale.
+func ParseRegistrationSkippingServed(l *coordinationv1.Lease) (Registration, error) {
+	return parseRegistration(l, false)
+}
+
 func parseRegistration(l *coordinationv1.Lease, decodeServed bool) (Registration, error) {
 	if !IsRegistration(l) {
 		return Registration{}, fmt.Errorf("lease %s/%s is not a registration lease", l.Namespace, l.Name)

@@ -221,15 +221,25 @@ func versionsOf(st CostState) []string {
 
 // meanRSS is the mean RSS of the plane's kube-apiservers of version.
 func meanRSS(st CostState, routing, version string) float64 {
+	m, _ := meanOf(st, routing, version, func(p ProcessCost) (float64, bool) { return p.RSS, true })
+	return m
+}
+
+// meanOf is the mean of value over the plane's kube-apiservers of version
+// that have one, and whether any had.
+func meanOf(st CostState, routing, version string, value func(ProcessCost) (float64, bool)) (float64, bool) {
 	var sum float64
 	n := 0
 	for _, p := range st.Processes {
-		if p.Routing == routing && p.Version == version {
-			sum += p.RSS
+		if p.Routing != routing || p.Version != version {
+			continue
+		}
+		if v, ok := value(p); ok {
+			sum += v
 			n++
 		}
 	}
-	return sum / float64(max(n, 1))
+	return sum / float64(max(n, 1)), n > 0
 }
 
 func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
@@ -288,15 +298,12 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 // target, at the window's end, means over each release's servers.
 func goMemoryTable(b *strings.Builder, c *CostResult) {
 	mean := func(st CostState, routing, version string, f func(*GoMemory) float64) (float64, bool) {
-		var sum float64
-		n := 0
-		for _, p := range st.Processes {
-			if p.Routing == routing && p.Version == version && p.Go != nil {
-				sum += f(p.Go)
-				n++
+		return meanOf(st, routing, version, func(p ProcessCost) (float64, bool) {
+			if p.Go == nil {
+				return 0, false
 			}
-		}
-		return sum / float64(max(n, 1)), n > 0
+			return f(p.Go), true
+		})
 	}
 	inuse := func(m *GoMemory) float64 { return m.HeapInuse }
 	kept := func(m *GoMemory) float64 { return m.HeapIdle - m.HeapReleased }
