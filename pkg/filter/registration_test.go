@@ -233,6 +233,40 @@ func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
 	}
 }
 
+// An APIService's label can change while the local document does not: the
+// record follows its metadata, not only the document.
+func TestServedRecordFollowsAPIServiceMetadata(t *testing.T) {
+	local := localServing()
+	d := local.doc.Load()
+	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
+		Version: "v1beta1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}},
+	}}})
+	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	local.crds = newFakeMetadata(t)
+	apiServices := newFakeMetadata(t, "v1beta1.metrics.k8s.io")
+	local.apiServices = apiServices
+	record := func() []peerlease.ServedResource {
+		t.Helper()
+		got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got := record(); !reflect.DeepEqual(got, servingWant) {
+		t.Fatalf("record %v, want %v (no aggregated API)", got, servingWant)
+	}
+	// Now kube-aggregator's own: the server serves it itself.
+	if err := apiServices.store.Update(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io", Labels: map[string]string{autoManagedLabel: "true"}}}); err != nil {
+		t.Fatal(err)
+	}
+	local.metadataChanged()
+	metrics := schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "pods"}
+	if got := record(); !slices.ContainsFunc(got, func(r peerlease.ServedResource) bool { return r.GroupVersionResource == metrics }) {
+		t.Errorf("after the label was set the record is still %v", got)
+	}
+}
+
 // On graceful shutdown the Lease is kept and says when the server left and
 // what it served; nothing is deleted.
 func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {

@@ -60,6 +60,9 @@ type localDiscovery struct {
 	// APIServices' metadata (nil until started): what CRDs and aggregated
 	// APIs serve is left out of the served record.
 	crds, apiServices metadataCache
+	// metadataChanges counts their events: the record depends on their
+	// metadata, which can change while the document does not.
+	metadataChanges atomic.Uint64
 	// record caches the served record of one document.
 	record atomic.Pointer[servedRecord]
 }
@@ -73,7 +76,7 @@ type metadataCache interface {
 // servedRecord is peerlease.EncodeServed of what one local document lists,
 // for the registration Lease.
 type servedRecord struct {
-	generation                    uint64
+	generation, metadataChanges   uint64
 	crdsSynced, apiServicesSynced bool
 	encoded                       string
 }
@@ -137,9 +140,13 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 	if d == nil {
 		return ""
 	}
+	// Read before the caches: an event meanwhile makes the next call encode
+	// again.
+	changes := l.metadataChanges.Load()
 	crdsSynced := l.crds != nil && l.crds.HasSynced()
 	apiServicesSynced := l.apiServices != nil && l.apiServices.HasSynced()
-	if r := l.record.Load(); r != nil && r.generation == d.generation && r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
+	if r := l.record.Load(); r != nil && r.generation == d.generation && r.metadataChanges == changes &&
+		r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
 		return r.encoded
 	}
 	var list []peerlease.ServedResource
@@ -155,7 +162,7 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 		// read of it; one that never did has no tombstone for it.
 		klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
 	}
-	l.record.Store(&servedRecord{generation: d.generation, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
+	l.record.Store(&servedRecord{generation: d.generation, metadataChanges: changes, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
 	return enc
 }
 
@@ -179,6 +186,14 @@ func (l *localDiscovery) isAggregated(gv schema.GroupVersion) bool {
 	}
 	_, managed := m.GetLabels()[autoManagedLabel]
 	return !managed
+}
+
+// metadataChanged follows a CRD or APIService event: the served record is
+// encoded again, and the document read again (what a CRD or APIService
+// serves shows in the local discovery within moments).
+func (l *localDiscovery) metadataChanged() {
+	l.metadataChanges.Add(1)
+	l.poke()
 }
 
 func (l *localDiscovery) synced() bool       { return l.doc.Load() != nil }
@@ -206,9 +221,9 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	apiServicesGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
 	for _, gvr := range []schema.GroupVersionResource{crdsGVR, apiServicesGVR} {
 		_, _ = factory.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { l.poke() },
-			UpdateFunc: func(interface{}, interface{}) { l.poke() },
-			DeleteFunc: func(interface{}) { l.poke() },
+			AddFunc:    func(interface{}) { l.metadataChanged() },
+			UpdateFunc: func(interface{}, interface{}) { l.metadataChanged() },
+			DeleteFunc: func(interface{}) { l.metadataChanged() },
 		})
 	}
 	crds, apiServices := factory.ForResource(crdsGVR).Informer(), factory.ForResource(apiServicesGVR).Informer()
