@@ -282,7 +282,8 @@ func keepIdentity(obj interface{}) (interface{}, error) {
 const (
 	// localFirstReadTimeout bounds the post-start hook's first read.
 	localFirstReadTimeout = 5 * time.Second
-	// localRereadDelay is when a change event's second read follows.
+	// localRereadDelay is when a change event's second read follows, and
+	// the least time between two reads that events cause.
 	localRereadDelay = time.Second
 	// localReadTimeout bounds one read of /api and /apis.
 	localReadTimeout = 10 * time.Second
@@ -292,21 +293,59 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 	logger := klog.FromContext(ctx)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	var again <-chan time.Time
+	// A change event owes two reads: the local aggregated discovery follows
+	// a CRD or APIService within moments, so one read at once and one
+	// localRereadDelay later. Event-driven reads are at least
+	// localRereadDelay apart: during a burst (a thousand CRDs applied) each
+	// read, a marshal and decode of the whole /apis on both sides, would
+	// otherwise follow the last back to back; the burst's last event is
+	// still read within two delays.
+	var (
+		owed     int
+		next     *time.Timer
+		nextC    <-chan time.Time
+		lastRead time.Time
+	)
+	defer func() {
+		if next != nil {
+			next.Stop()
+		}
+	}()
+	arm := func(d time.Duration) {
+		if next == nil {
+			next = time.NewTimer(d)
+		} else {
+			next.Reset(d)
+		}
+		nextC = next.C
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-again:
-			again = nil
+		case <-nextC:
+			nextC = nil
+			owed--
 		case <-l.refresh:
-			// A CRD or APIService changed: the local aggregated discovery
-			// follows within moments; read now, and once more shortly after.
-			again = time.After(localRereadDelay)
+			owed = 2
+			if nextC != nil {
+				// A read is already due; it and the one after it cover this
+				// event.
+				continue
+			}
+			if wait := localRereadDelay - time.Since(lastRead); wait > 0 {
+				arm(wait)
+				continue
+			}
+			owed--
 		}
+		lastRead = time.Now()
 		if err := l.read(ctx, client, base); err != nil && ctx.Err() == nil {
 			logReadError(logger, "peerdiscovery filter: reading local discovery failed; the last good document stays; will retry", err)
+		}
+		if owed > 0 && nextC == nil {
+			arm(localRereadDelay)
 		}
 	}
 }

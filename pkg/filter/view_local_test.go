@@ -215,6 +215,38 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 	}
 }
 
+// TestLocalDiscoveryCoalescesEventBursts: change events that keep coming
+// (a thousand CRDs applied) cause at most one read per localRereadDelay,
+// not one read after another, and the burst's last change is still read.
+func TestLocalDiscoveryCoalescesEventBursts(t *testing.T) {
+	srv, ts := startFakeLocalServer(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reads := func() int {
+		srv.mu.Lock()
+		defer srv.mu.Unlock()
+		return srv.requests["/apis"]
+	}
+
+	l := newLocalDiscovery()
+	go l.loop(ctx, nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes), ts.URL, time.Hour)
+	burst := 5 * localRereadDelay / 2
+	events := 0
+	for start := time.Now(); time.Since(start) < burst; events++ {
+		l.poke()
+		time.Sleep(10 * time.Millisecond)
+	}
+	srv.set("/apis", `"apis-2"`, dgroup("apps", "v1", "deployments"), dgroup("batch", "v1", "jobs"))
+	l.poke()
+	eventually(t, "the burst's last change read", func() bool { return l.Serves(schemaGVR("batch", "v1", "jobs")) })
+	time.Sleep(3 * localRereadDelay)
+	// One read per delay during the burst (at 0, 1 s and 2 s), and the two
+	// after its last event.
+	if n, most := reads(), int(burst/localRereadDelay)+1+2+1; n > most {
+		t.Fatalf("%d reads for %d change events over %v, want at most %d", n, events, burst, most)
+	}
+}
+
 // TestLocalDiscoveryKeepsOnlyCRDIdentity checks that the filter's CRD and
 // APIService informers store an object's identity only: a CRD's
 // managedFields and annotations are about the size of its schema, and the
