@@ -191,21 +191,27 @@ func TestLocalDiscoveryRejectsInvalidDocument(t *testing.T) {
 	}
 }
 
-// TestLocalDiscoveryLoop: a change event causes one read at once and one
-// more shortly after, not a read every second from then on; the ticker
-// alone reads at its interval.
-func TestLocalDiscoveryLoop(t *testing.T) {
+// startLocalLoop runs a local discovery's loop against a fake server (the
+// ticker an hour apart: only events cause reads); reads counts the reads of
+// /apis.
+func startLocalLoop(t *testing.T) (srv *fakeLocalServer, l *localDiscovery, reads func() int) {
 	srv, ts := startFakeLocalServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reads := func() int {
+	t.Cleanup(cancel)
+	l = newLocalDiscovery()
+	go l.loop(ctx, nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes), ts.URL, time.Hour)
+	return srv, l, func() int {
 		srv.mu.Lock()
 		defer srv.mu.Unlock()
 		return srv.requests["/apis"]
 	}
+}
 
-	l := newLocalDiscovery()
-	go l.loop(ctx, nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes), ts.URL, time.Hour)
+// TestLocalDiscoveryLoop: a change event causes one read at once and one
+// more shortly after, not a read every second from then on; the ticker
+// alone reads at its interval.
+func TestLocalDiscoveryLoop(t *testing.T) {
+	_, l, reads := startLocalLoop(t)
 	l.poke()
 	// The event's two reads, then nothing more for several re-read delays.
 	eventually(t, "two reads after a change event", func() bool { return reads() >= 2 })
@@ -219,17 +225,7 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 // (a thousand CRDs applied) cause at most one read per localRereadDelay,
 // not one read after another, and the burst's last change is still read.
 func TestLocalDiscoveryCoalescesEventBursts(t *testing.T) {
-	srv, ts := startFakeLocalServer(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	reads := func() int {
-		srv.mu.Lock()
-		defer srv.mu.Unlock()
-		return srv.requests["/apis"]
-	}
-
-	l := newLocalDiscovery()
-	go l.loop(ctx, nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes), ts.URL, time.Hour)
+	srv, l, reads := startLocalLoop(t)
 	burst := 5 * localRereadDelay / 2
 	events := 0
 	for start := time.Now(); time.Since(start) < burst; events++ {
