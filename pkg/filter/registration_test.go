@@ -64,6 +64,14 @@ func localServing() *localDiscovery {
 	return l
 }
 
+// servesGroup makes l's document list one more group, with one version.
+func servesGroup(l *localDiscovery, group, version string, resources ...apidiscoveryv2.APIResourceDiscovery) {
+	d := l.doc.Load()
+	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: group},
+		Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: version, Resources: resources}}})
+	l.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+}
+
 // servingWant is what localServing records.
 var servingWant = []peerlease.ServedResource{
 	{GroupVersionResource: nodesGVR, Scope: apidiscoveryv2.ScopeCluster},
@@ -146,11 +154,7 @@ func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 		t.Errorf("after the first read: %+v, served want %v", reg, servingWant)
 	}
 	// A new API (here a new group) is recorded by the next renewal.
-	d := local.doc.Load()
-	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "storagemigration.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
-		Version: "v1beta1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "storageversionmigrations", Scope: apidiscoveryv2.ScopeCluster}},
-	}}})
-	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	servesGroup(local, "storagemigration.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "storageversionmigrations", Scope: apidiscoveryv2.ScopeCluster})
 	r.renew(context.Background())
 	_, reg := getRegistration(t, cs)
 	svm := schema.GroupVersionResource{Group: "storagemigration.k8s.io", Version: "v1beta1", Resource: "storageversionmigrations"}
@@ -180,11 +184,7 @@ func (f *fakeMetadata) GetStore() cache.Store { return f.store }
 // never decides a route, and thousands of CRDs would bloat each renewal.
 func TestServedRecordLeavesOutCRDs(t *testing.T) {
 	local := localServing()
-	d := local.doc.Load()
-	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "stable.example.com"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
-		Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "crontabs", Scope: apidiscoveryv2.ScopeNamespace}},
-	}}})
-	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	servesGroup(local, "stable.example.com", "v1", apidiscoveryv2.APIResourceDiscovery{Resource: "crontabs", Scope: apidiscoveryv2.ScopeNamespace})
 	local.crds = newFakeMetadata(t, "crontabs.stable.example.com")
 	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
 	if err != nil {
@@ -203,11 +203,7 @@ func TestServedRecordLeavesOutCRDs(t *testing.T) {
 // (labelled automanaged) stay.
 func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
 	local := localServing()
-	d := local.doc.Load()
-	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
-		Version: "v1beta1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}, {Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster}},
-	}}})
-	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	servesGroup(local, "metrics.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}, apidiscoveryv2.APIResourceDiscovery{Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster})
 	local.crds = newFakeMetadata(t)
 	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	for _, o := range []*metav1.PartialObjectMetadata{
@@ -237,11 +233,7 @@ func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
 // record follows its metadata, not only the document.
 func TestServedRecordFollowsAPIServiceMetadata(t *testing.T) {
 	local := localServing()
-	d := local.doc.Load()
-	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
-		Version: "v1beta1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}},
-	}}})
-	local.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	servesGroup(local, "metrics.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace})
 	local.crds = newFakeMetadata(t)
 	apiServices := newFakeMetadata(t, "v1beta1.metrics.k8s.io")
 	local.apiServices = apiServices
