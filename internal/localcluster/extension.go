@@ -17,6 +17,7 @@ package localcluster
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -199,9 +201,14 @@ func (c *Cluster) applyEndpointSlice(ctx context.Context, cs kubernetes.Interfac
 	return nil
 }
 
-// WaitExtensionAvailable waits until the APIService is Available and
+// WaitExtensionAvailable waits until the APIService is Available,
 // /apis/peerdiscovery.k8s.io/v1alpha1 answers through every kube-apiserver
-// that is not stopped.
+// that is not stopped, and each one's aggregated discovery (what kubectl
+// reads) lists the group's resources as fresh. The last is separate
+// because kube-aggregator fills its discovery asynchronously: a fetch
+// that failed while the extension rolled out leaves the group listed
+// stale and without resources until a retry, whose backoff can exceed
+// the time the APIService takes to turn Available.
 func (c *Cluster) WaitExtensionAvailable(ctx context.Context) error {
 	start := time.Now()
 	type target struct {
@@ -247,6 +254,10 @@ func (c *Cluster) WaitExtensionAvailable(ctx context.Context) error {
 		for _, t := range targets {
 			if _, err := t.cs.Discovery().RESTClient().Get().AbsPath(APIGroupVersionPath).DoRaw(ctx); err != nil {
 				bad = append(bad, fmt.Sprintf("GET %s through %s: %v", APIGroupVersionPath, t.name, err))
+				continue
+			}
+			if err := aggregatedDiscoveryLists(ctx, t.cs, apiGroup, apiVersion); err != nil {
+				bad = append(bad, fmt.Sprintf("aggregated discovery through %s: %v", t.name, err))
 			}
 		}
 		if len(bad) > 0 {
@@ -259,6 +270,37 @@ func (c *Cluster) WaitExtensionAvailable(ctx context.Context) error {
 	}
 	c.cfg.Logf("APIService %s available through %d kube-apiserver(s) in %s", APIServiceName, len(targets), time.Since(start).Round(100*time.Millisecond))
 	return nil
+}
+
+// aggregatedDiscoveryLists checks that cs's aggregated /apis lists
+// group/version with resources and not marked stale.
+func aggregatedDiscoveryLists(ctx context.Context, cs kubernetes.Interface, group, version string) error {
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/apis").
+		SetHeader("Accept", acceptAggregated).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	var list apidiscoveryv2.APIGroupDiscoveryList
+	if err := json.Unmarshal(body, &list); err != nil {
+		return fmt.Errorf("decoding /apis: %w", err)
+	}
+	for _, g := range list.Items {
+		if g.Name != group {
+			continue
+		}
+		for _, v := range g.Versions {
+			switch {
+			case v.Version != version:
+			case v.Freshness == apidiscoveryv2.DiscoveryFreshnessStale:
+				return fmt.Errorf("%s/%s listed as %s", group, version, v.Freshness)
+			case len(v.Resources) == 0:
+				return fmt.Errorf("%s/%s listed without resources", group, version)
+			default:
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%s/%s not listed", group, version)
 }
 
 func (c *Cluster) extLogPaths() []string {

@@ -37,7 +37,11 @@ const (
 	// APIServiceName is the APIService of peerdiscovery.k8s.io.
 	APIServiceName = "v1alpha1.peerdiscovery.k8s.io"
 	// APIGroupVersionPath is its discovery path.
-	APIGroupVersionPath = "/apis/peerdiscovery.k8s.io/v1alpha1"
+	APIGroupVersionPath = "/apis/" + apiGroup + "/" + apiVersion
+	apiGroup            = "peerdiscovery.k8s.io"
+	apiVersion          = "v1alpha1"
+	// acceptAggregated asks for aggregated discovery, as kubectl does.
+	acceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 	// ExtensionNamespace, ExtensionServiceAccount and ExtensionService
 	// are where peerdiscovery-apiserver runs in a real cluster.
 	ExtensionNamespace      = "peerdiscovery"

@@ -431,6 +431,14 @@ func TestUpgrade(t *testing.T) {
 			if i != 0 {
 				return nil
 			}
+			// The upgraded server's aggregator fetches the extension's
+			// discovery on its own schedule: kubectl needs that first.
+			wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+			err := cluster.WaitExtensionAvailable(wctx)
+			cancel()
+			if err != nil {
+				return err
+			}
 			for j := range cluster.Servers() {
 				readmeExamples(t, j, true)
 			}
