@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
@@ -81,6 +82,12 @@ type Engine struct {
 	// leaseHeard is when the Lease informer last delivered an event (Unix
 	// ns on the engine's clock): see lapseJudgeTime.
 	leaseHeard atomic.Int64
+	// shownDiscovery is the merged discovery last published, at shownAt;
+	// a different one computed before shownAt+DiscoveryPublishPeriod is
+	// held back until discoveryDue (zero: nothing held): see paceDiscovery.
+	shownDiscovery *v1alpha1.PeerAggregatedDiscovery
+	shownAt        time.Time
+	discoveryDue   time.Time
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -97,6 +104,9 @@ type peerState struct {
 	compute.Peer
 	inflight bool
 	tried    bool
+	// nextStart is the earliest time the next read may start
+	// (MinScrapeInterval after the last one started).
+	nextStart time.Time
 	// again: the endpoint changed (or a refresh was asked) during a scrape.
 	again bool
 	// served is what the peer's registration Lease recorded when this
@@ -139,11 +149,13 @@ func (e *Engine) Run(ctx context.Context) error {
 	ticker := e.clock.NewTicker(e.opts.RefreshInterval)
 	defer ticker.Stop()
 	e.reconcile(ctx, true)
-	var lapse clock.Timer
-	var lapseAt time.Time
+	var lapse, due clock.Timer
+	var lapseAt, dueAt time.Time
 	defer func() {
-		if lapse != nil {
-			lapse.Stop()
+		for _, t := range []clock.Timer{lapse, due} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	}()
 	for {
@@ -172,6 +184,20 @@ func (e *Engine) Run(ctx context.Context) error {
 				logger.Error(err, "Computing the view failed; the previous view stays")
 			}
 		}
+		// Wake when a held-back discovery change is due.
+		if !e.discoveryDue.Equal(dueAt) {
+			if due != nil {
+				due.Stop()
+				due = nil
+			}
+			if dueAt = e.discoveryDue; !dueAt.IsZero() {
+				due = e.clock.NewTimer(dueAt.Sub(e.clock.Now()))
+			}
+		}
+		var dueC <-chan time.Time
+		if due != nil {
+			dueC = due.C()
+		}
 		select {
 		case <-ctx.Done():
 			return nil
@@ -180,6 +206,9 @@ func (e *Engine) Run(ctx context.Context) error {
 		case <-lapsed:
 			lapse, lapseAt = nil, time.Time{}
 			e.reconcile(ctx, false)
+		case <-dueC:
+			// The loop's publish shows the held-back discovery.
+			due, dueAt = nil, time.Time{}
 		case <-e.trigger:
 			e.reconcile(ctx, false)
 		case r := <-e.results:

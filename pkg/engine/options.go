@@ -34,6 +34,8 @@ type Options struct {
 	ScrapeConcurrency       int
 	TombstonePeriod         time.Duration
 	IdentityLeaseStaleAfter time.Duration
+	DiscoveryPublishPeriod  time.Duration
+	MinScrapeInterval       time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -46,6 +48,8 @@ func NewOptions() *Options {
 		ScrapeConcurrency:       8,
 		TombstonePeriod:         10 * time.Minute,
 		IdentityLeaseStaleAfter: 45 * time.Second,
+		DiscoveryPublishPeriod:  2 * time.Second,
+		MinScrapeInterval:       time.Second,
 	}
 }
 
@@ -54,19 +58,25 @@ type durationFlag struct {
 	name  string
 	value *time.Duration
 	usage string
+	// zeroOK: 0 turns the behaviour off; otherwise it must be positive.
+	zeroOK bool
 }
 
 // durationFlags lists them once, for AddFlags and Validate.
 func (o *Options) durationFlags() []durationFlag {
 	return []durationFlag{
 		{"refresh-interval", &o.RefreshInterval,
-			"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304)."},
+			"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304).", false},
 		{"scrape-timeout", &o.ScrapeTimeout,
-			"Deadline for reading one peer's /api, /apis and /version."},
+			"Deadline for reading one peer's /api, /apis and /version.", false},
 		{"tombstone-period", &o.TombstonePeriod,
-			"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404)."},
+			"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404).", false},
 		{"identity-lease-stale-after", &o.IdentityLeaseStaleAfter,
-			"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s)."},
+			"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s).", false},
+		{"min-scrape-interval", &o.MinScrapeInterval,
+			"Least time between the starts of two reads of one peer; a read asked for sooner starts then, once for every ask meanwhile. 0: no least time.", true},
+		{"discovery-publish-period", &o.DiscoveryPublishPeriod,
+			"Least time between two changes of the merged PeerAggregatedDiscovery: a change within it is published at its end, the latest one only; 0 publishes every change at once. Routing tables and peers are never held back.", true},
 	}
 }
 
@@ -89,7 +99,10 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() []error {
 	var errs []error
 	for _, d := range o.durationFlags() {
-		if *d.value <= 0 {
+		switch {
+		case d.zeroOK && *d.value < 0:
+			errs = append(errs, fmt.Errorf("--%s must not be negative, got %s", d.name, *d.value))
+		case !d.zeroOK && *d.value <= 0:
 			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", d.name, *d.value))
 		}
 	}
