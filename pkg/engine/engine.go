@@ -161,19 +161,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	for {
 		// Wake when the first live Lease lapses (just after: a Lease is
 		// live up to its expiry).
-		if !e.nextLapse.Equal(lapseAt) {
-			if lapse != nil {
-				lapse.Stop()
-				lapse = nil
-			}
-			if lapseAt = e.nextLapse; !lapseAt.IsZero() {
-				lapse = e.clock.NewTimer(lapseAt.Sub(e.clock.Now()) + lapseSlack)
-			}
-		}
-		var lapsed <-chan time.Time
-		if lapse != nil {
-			lapsed = lapse.C()
-		}
+		lapse, lapseAt = e.rearm(lapse, lapseAt, e.nextLapse, lapseSlack)
 		// Publish as soon as every peer was tried (at once when there is
 		// none), without waiting for another event.
 		if !e.initialized {
@@ -185,28 +173,16 @@ func (e *Engine) Run(ctx context.Context) error {
 			}
 		}
 		// Wake when a held-back discovery change is due.
-		if !e.discoveryDue.Equal(dueAt) {
-			if due != nil {
-				due.Stop()
-				due = nil
-			}
-			if dueAt = e.discoveryDue; !dueAt.IsZero() {
-				due = e.clock.NewTimer(dueAt.Sub(e.clock.Now()))
-			}
-		}
-		var dueC <-chan time.Time
-		if due != nil {
-			dueC = due.C()
-		}
+		due, dueAt = e.rearm(due, dueAt, e.discoveryDue, 0)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
 			e.reconcile(ctx, true)
-		case <-lapsed:
+		case <-timerC(lapse):
 			lapse, lapseAt = nil, time.Time{}
 			e.reconcile(ctx, false)
-		case <-dueC:
+		case <-timerC(due):
 			// The loop's publish shows the held-back discovery.
 			due, dueAt = nil, time.Time{}
 		case <-e.trigger:
@@ -215,6 +191,30 @@ func (e *Engine) Run(ctx context.Context) error {
 			e.apply(ctx, r)
 		}
 	}
+}
+
+// rearm keeps t set to fire slack after want: unchanged while want is
+// the time it was set for (at), stopped and made again when want moved,
+// none for a zero want.
+func (e *Engine) rearm(t clock.Timer, at, want time.Time, slack time.Duration) (clock.Timer, time.Time) {
+	if want.Equal(at) {
+		return t, at
+	}
+	if t != nil {
+		t.Stop()
+	}
+	if want.IsZero() {
+		return nil, want
+	}
+	return e.clock.NewTimer(want.Sub(e.clock.Now()) + slack), want
+}
+
+// timerC is t's channel, nil (never ready) without a timer.
+func timerC(t clock.Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C()
 }
 
 // lapseSlack is how long after a Lease's expiry Run looks at it again.

@@ -54,6 +54,10 @@ func (e *Engine) publish() error {
 	peersGauge.WithLabelValues("ready").Set(float64(ready))
 	peersGauge.WithLabelValues("not_ready").Set(float64(notReady))
 	peersGauge.WithLabelValues("left").Set(float64(left))
+	// Held-back discovery is due again only if this publish holds it:
+	// a due time left from a failed compute would wake Run at once, over
+	// and over.
+	e.discoveryDue = time.Time{}
 	start := time.Now()
 	out, err := compute.Compute(in)
 	computeDuration.Observe(time.Since(start).Seconds())
@@ -96,14 +100,13 @@ func (e *Engine) paceDiscovery(next *v1alpha1.PeerAggregatedDiscovery) *v1alpha1
 	prev := e.shownDiscovery
 	switch {
 	case prev != nil && next != nil && sameDiscovery(prev, next):
-		e.discoveryDue = time.Time{}
 		return prev
 	case prev != nil && next != nil && now.Before(e.shownAt.Add(e.opts.DiscoveryPublishPeriod)):
 		e.discoveryDue = e.shownAt.Add(e.opts.DiscoveryPublishPeriod)
 		return prev
 	}
 	// The first one, a deleted one, or the period is over.
-	e.shownDiscovery, e.shownAt, e.discoveryDue = next, now, time.Time{}
+	e.shownDiscovery, e.shownAt = next, now
 	return next
 }
 
