@@ -48,8 +48,11 @@ func NewOptions() *Options {
 		ScrapeConcurrency:       8,
 		TombstonePeriod:         10 * time.Minute,
 		IdentityLeaseStaleAfter: 45 * time.Second,
-		DiscoveryPublishPeriod:  2 * time.Second,
-		MinScrapeInterval:       time.Second,
+		// Off: a paced merged discovery lags a just-upgraded server's new
+		// APIs by up to the period (kubectl through an older server did
+		// not find them in the node plane's upgrade test).
+		DiscoveryPublishPeriod: 0,
+		MinScrapeInterval:      time.Second,
 	}
 }
 
@@ -76,7 +79,7 @@ func (o *Options) durationFlags() []durationFlag {
 		{"min-scrape-interval", &o.MinScrapeInterval,
 			"Least time between the starts of two reads of one peer; a read asked for sooner starts then, once for every ask meanwhile. 0: no least time.", true},
 		{"discovery-publish-period", &o.DiscoveryPublishPeriod,
-			"Least time between two changes of the merged PeerAggregatedDiscovery: a change within it is published at its end, the latest one only; 0 publishes every change at once. Routing tables and peers are never held back.", true},
+			"Least time between two changes of the merged PeerAggregatedDiscovery: a change within it is published at its end, the latest one only; 0 (the default) publishes every change at once; a period also delays a new server's APIs in discovery by up to its length. Routing tables and peers are never held back.", true},
 	}
 }
 

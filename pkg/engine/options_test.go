@@ -36,12 +36,12 @@ func TestOptionsFlags(t *testing.T) {
 	o.AddFlags(fs)
 	if err := fs.Parse([]string{"--refresh-interval=3s", "--scrape-timeout=2s", "--max-discovery-bytes=4096",
 		"--scrape-concurrency=2", "--tombstone-period=1m", "--identity-lease-stale-after=20s", "--peer-server-name=peer.example",
-		"--discovery-publish-period=0"}); err != nil {
+		"--discovery-publish-period=3s"}); err != nil {
 		t.Fatal(err)
 	}
 	if o.RefreshInterval != 3*time.Second || o.ScrapeTimeout != 2*time.Second || o.MaxDiscoveryBytes != 4096 || o.ScrapeConcurrency != 2 ||
 		o.TombstonePeriod != time.Minute || o.IdentityLeaseStaleAfter != 20*time.Second || o.PeerServerName != "peer.example" ||
-		o.DiscoveryPublishPeriod != 0 {
+		o.DiscoveryPublishPeriod != 3*time.Second {
 		t.Errorf("flags not applied: %+v", o)
 	}
 }
