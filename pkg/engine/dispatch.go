@@ -21,7 +21,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
-	"k8s.io/utils/clock"
 )
 
 func (e *Engine) startScrape(ctx context.Context, p *peerState) {
@@ -37,30 +36,7 @@ func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 	if !p.HasDocument {
 		apiETag, apisETag = "", ""
 	}
-	// Reads of one peer start at least MinScrapeInterval apart. Every CRD
-	// or APIService created asks for a read of every peer, and while a
-	// thousand are applied those asks came faster than reads end: each
-	// peer was read back to back, each read a marshal of its whole /apis
-	// (its ETag first, after every change), which slowed the servers'
-	// own work on the new CRDs. Asks during the wait make one read.
-	// The timer is made here, on the Run goroutine: a fake clock in tests
-	// then knows it before anything that follows this call is seen.
-	now := e.clock.Now()
-	wait := p.nextStart.Sub(now)
-	p.nextStart = now.Add(max(wait, 0) + e.opts.MinScrapeInterval)
-	var delay clock.Timer
-	if wait > 0 {
-		delay = e.clock.NewTimer(wait)
-	}
 	go func() {
-		if delay != nil {
-			select {
-			case <-delay.C():
-			case <-ctx.Done():
-				delay.Stop()
-				return
-			}
-		}
 		select {
 		case e.sem <- struct{}{}:
 		case <-ctx.Done():

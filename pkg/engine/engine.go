@@ -31,7 +31,6 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
@@ -82,12 +81,6 @@ type Engine struct {
 	// leaseHeard is when the Lease informer last delivered an event (Unix
 	// ns on the engine's clock): see lapseJudgeTime.
 	leaseHeard atomic.Int64
-	// shownDiscovery is the merged discovery last published, at shownAt;
-	// a different one computed before shownAt+DiscoveryPublishPeriod is
-	// held back until discoveryDue (zero: nothing held): see paceDiscovery.
-	shownDiscovery *v1alpha1.PeerAggregatedDiscovery
-	shownAt        time.Time
-	discoveryDue   time.Time
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -104,9 +97,6 @@ type peerState struct {
 	compute.Peer
 	inflight bool
 	tried    bool
-	// nextStart is the earliest time the next read may start
-	// (MinScrapeInterval after the last one started).
-	nextStart time.Time
 	// again: the endpoint changed (or a refresh was asked) during a scrape.
 	again bool
 	// served is what the peer's registration Lease recorded when this
@@ -149,19 +139,29 @@ func (e *Engine) Run(ctx context.Context) error {
 	ticker := e.clock.NewTicker(e.opts.RefreshInterval)
 	defer ticker.Stop()
 	e.reconcile(ctx, true)
-	var lapse, due clock.Timer
-	var lapseAt, dueAt time.Time
+	var lapse clock.Timer
+	var lapseAt time.Time
 	defer func() {
-		for _, t := range []clock.Timer{lapse, due} {
-			if t != nil {
-				t.Stop()
-			}
+		if lapse != nil {
+			lapse.Stop()
 		}
 	}()
 	for {
 		// Wake when the first live Lease lapses (just after: a Lease is
 		// live up to its expiry).
-		lapse, lapseAt = e.rearm(lapse, lapseAt, e.nextLapse, lapseSlack)
+		if !e.nextLapse.Equal(lapseAt) {
+			if lapse != nil {
+				lapse.Stop()
+				lapse = nil
+			}
+			if lapseAt = e.nextLapse; !lapseAt.IsZero() {
+				lapse = e.clock.NewTimer(lapseAt.Sub(e.clock.Now()) + lapseSlack)
+			}
+		}
+		var lapsed <-chan time.Time
+		if lapse != nil {
+			lapsed = lapse.C()
+		}
 		// Publish as soon as every peer was tried (at once when there is
 		// none), without waiting for another event.
 		if !e.initialized {
@@ -172,49 +172,20 @@ func (e *Engine) Run(ctx context.Context) error {
 				logger.Error(err, "Computing the view failed; the previous view stays")
 			}
 		}
-		// Wake when a held-back discovery change is due.
-		due, dueAt = e.rearm(due, dueAt, e.discoveryDue, 0)
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-ticker.C():
 			e.reconcile(ctx, true)
-		case <-timerC(lapse):
+		case <-lapsed:
 			lapse, lapseAt = nil, time.Time{}
 			e.reconcile(ctx, false)
-		case <-timerC(due):
-			// The loop's publish shows the held-back discovery.
-			due, dueAt = nil, time.Time{}
 		case <-e.trigger:
 			e.reconcile(ctx, false)
 		case r := <-e.results:
 			e.apply(ctx, r)
 		}
 	}
-}
-
-// rearm keeps t set to fire slack after want: unchanged while want is
-// the time it was set for (at), stopped and made again when want moved,
-// none for a zero want.
-func (e *Engine) rearm(t clock.Timer, at, want time.Time, slack time.Duration) (clock.Timer, time.Time) {
-	if want.Equal(at) {
-		return t, at
-	}
-	if t != nil {
-		t.Stop()
-	}
-	if want.IsZero() {
-		return nil, want
-	}
-	return e.clock.NewTimer(want.Sub(e.clock.Now()) + slack), want
-}
-
-// timerC is t's channel, nil (never ready) without a timer.
-func timerC(t clock.Timer) <-chan time.Time {
-	if t == nil {
-		return nil
-	}
-	return t.C()
 }
 
 // lapseSlack is how long after a Lease's expiry Run looks at it again.

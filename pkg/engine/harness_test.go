@@ -274,10 +274,6 @@ func testOptions() Options {
 	o.RefreshInterval = 10 * time.Second
 	o.TombstonePeriod = 5 * time.Minute
 	o.IdentityLeaseStaleAfter = 45 * time.Second
-	// Every change at once: the tests step a fake clock only where they
-	// mean to (TestEnginePacesDiscovery paces it).
-	o.DiscoveryPublishPeriod = 0
-	o.MinScrapeInterval = 0
 	return *o
 }
 

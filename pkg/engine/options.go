@@ -34,8 +34,6 @@ type Options struct {
 	ScrapeConcurrency       int
 	TombstonePeriod         time.Duration
 	IdentityLeaseStaleAfter time.Duration
-	DiscoveryPublishPeriod  time.Duration
-	MinScrapeInterval       time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -48,11 +46,6 @@ func NewOptions() *Options {
 		ScrapeConcurrency:       8,
 		TombstonePeriod:         10 * time.Minute,
 		IdentityLeaseStaleAfter: 45 * time.Second,
-		// Off: a paced merged discovery lags a just-upgraded server's new
-		// APIs by up to the period (kubectl through an older server did
-		// not find them in the node plane's upgrade test).
-		DiscoveryPublishPeriod: 0,
-		MinScrapeInterval:      time.Second,
 	}
 }
 
@@ -61,25 +54,19 @@ type durationFlag struct {
 	name  string
 	value *time.Duration
 	usage string
-	// zeroOK: 0 turns the behaviour off; otherwise it must be positive.
-	zeroOK bool
 }
 
 // durationFlags lists them once, for AddFlags and Validate.
 func (o *Options) durationFlags() []durationFlag {
 	return []durationFlag{
 		{"refresh-interval", &o.RefreshInterval,
-			"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304).", false},
+			"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304)."},
 		{"scrape-timeout", &o.ScrapeTimeout,
-			"Deadline for reading one peer's /api, /apis and /version.", false},
+			"Deadline for reading one peer's /api, /apis and /version."},
 		{"tombstone-period", &o.TombstonePeriod,
-			"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404).", false},
+			"How long a peer that left keeps its APIs in the routing tables as unavailable (503, not 404)."},
 		{"identity-lease-stale-after", &o.IdentityLeaseStaleAfter,
-			"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s).", false},
-		{"min-scrape-interval", &o.MinScrapeInterval,
-			"Least time between the starts of two reads of one peer; a read asked for sooner starts then, once for every ask meanwhile. 0: no least time.", true},
-		{"discovery-publish-period", &o.DiscoveryPublishPeriod,
-			"Least time between two changes of the merged PeerAggregatedDiscovery: a change within it is published at its end, the latest one only; 0 (the default) publishes every change at once; a period also delays a new server's APIs in discovery by up to its length. Routing tables and peers are never held back.", true},
+			"An upstream identity Lease not renewed for this long means its server is gone (upstream renews every 10s)."},
 	}
 }
 
@@ -102,10 +89,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 func (o *Options) Validate() []error {
 	var errs []error
 	for _, d := range o.durationFlags() {
-		switch {
-		case d.zeroOK && *d.value < 0:
-			errs = append(errs, fmt.Errorf("--%s must not be negative, got %s", d.name, *d.value))
-		case !d.zeroOK && *d.value <= 0:
+		if *d.value <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", d.name, *d.value))
 		}
 	}

@@ -35,13 +35,11 @@ func TestOptionsFlags(t *testing.T) {
 	fs := pflag.NewFlagSet("test", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	if err := fs.Parse([]string{"--refresh-interval=3s", "--scrape-timeout=2s", "--max-discovery-bytes=4096",
-		"--scrape-concurrency=2", "--tombstone-period=1m", "--identity-lease-stale-after=20s", "--peer-server-name=peer.example",
-		"--discovery-publish-period=3s"}); err != nil {
+		"--scrape-concurrency=2", "--tombstone-period=1m", "--identity-lease-stale-after=20s", "--peer-server-name=peer.example"}); err != nil {
 		t.Fatal(err)
 	}
 	if o.RefreshInterval != 3*time.Second || o.ScrapeTimeout != 2*time.Second || o.MaxDiscoveryBytes != 4096 || o.ScrapeConcurrency != 2 ||
-		o.TombstonePeriod != time.Minute || o.IdentityLeaseStaleAfter != 20*time.Second || o.PeerServerName != "peer.example" ||
-		o.DiscoveryPublishPeriod != 3*time.Second {
+		o.TombstonePeriod != time.Minute || o.IdentityLeaseStaleAfter != 20*time.Second || o.PeerServerName != "peer.example" {
 		t.Errorf("flags not applied: %+v", o)
 	}
 }
@@ -56,7 +54,6 @@ func TestOptionsValidate(t *testing.T) {
 		{"timeout", func(o *Options) { o.ScrapeTimeout = -time.Second }, "--scrape-timeout"},
 		{"tombstone", func(o *Options) { o.TombstonePeriod = 0 }, "--tombstone-period"},
 		{"stale after", func(o *Options) { o.IdentityLeaseStaleAfter = 0 }, "--identity-lease-stale-after"},
-		{"publish period", func(o *Options) { o.DiscoveryPublishPeriod = -time.Second }, "--discovery-publish-period"},
 		{"max bytes", func(o *Options) { o.MaxDiscoveryBytes = 1023 }, "--max-discovery-bytes"},
 		{"concurrency", func(o *Options) { o.ScrapeConcurrency = 0 }, "--scrape-concurrency"},
 		{"server name", func(o *Options) { o.PeerServerName = "" }, "--peer-server-name"},

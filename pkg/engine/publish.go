@@ -54,17 +54,12 @@ func (e *Engine) publish() error {
 	peersGauge.WithLabelValues("ready").Set(float64(ready))
 	peersGauge.WithLabelValues("not_ready").Set(float64(notReady))
 	peersGauge.WithLabelValues("left").Set(float64(left))
-	// Held-back discovery is due again only if this publish holds it:
-	// a due time left from a failed compute would wake Run at once, over
-	// and over.
-	e.discoveryDue = time.Time{}
 	start := time.Now()
 	out, err := compute.Compute(in)
 	computeDuration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
 	}
-	out.Discovery = e.paceDiscovery(out.Discovery)
 	routable := make(map[string]bool, len(in.Peers))
 	for _, p := range in.Peers {
 		routable[p.ServerID] = v1alpha1.PeerReady(p.Ready, p.Left)
@@ -83,36 +78,4 @@ func (e *Engine) publish() error {
 	routesGauge.WithLabelValues("not_served_by_all").Set(float64(notAll))
 	routesGauge.WithLabelValues("unavailable").Set(float64(unavailable))
 	return e.publisher.Publish(out)
-}
-
-// paceDiscovery returns the merged discovery to publish: next, unless the
-// last different one went out less than DiscoveryPublishPeriod ago; then
-// that one stays and next waits until the period ends (discoveryDue), when
-// the latest computed is published. The object is large (every resource
-// of the cluster) and every kube-apiserver's filter decodes each version
-// whole: when thousands of resources arrive in a burst (CRDs applied,
-// aggregated APIServices becoming available), each peer's aggregator and
-// this replica's scrapes change it many times a second, and each change
-// was a full decode in every server during the burst. Routes and peers
-// are not paced: they decide where a request goes.
-func (e *Engine) paceDiscovery(next *v1alpha1.PeerAggregatedDiscovery) *v1alpha1.PeerAggregatedDiscovery {
-	now := e.clock.Now()
-	prev := e.shownDiscovery
-	switch {
-	case prev != nil && next != nil && sameDiscovery(prev, next):
-		return prev
-	case prev != nil && next != nil && now.Before(e.shownAt.Add(e.opts.DiscoveryPublishPeriod)):
-		e.discoveryDue = e.shownAt.Add(e.opts.DiscoveryPublishPeriod)
-		return prev
-	}
-	// The first one, a deleted one, or the period is over.
-	e.shownDiscovery, e.shownAt = next, now
-	return next
-}
-
-// sameDiscovery tells whether two merged discoveries say the same: the
-// ETags hash the documents; the sources say which peers were merged.
-func sameDiscovery(a, b *v1alpha1.PeerAggregatedDiscovery) bool {
-	return a.Status.API.ETag == b.Status.API.ETag && a.Status.APIs.ETag == b.Status.APIs.ETag &&
-		slices.Equal(a.Status.Sources, b.Status.Sources)
 }

@@ -115,12 +115,12 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			p.Left, p.LeftTime = false, time.Time{}
 			p.setReady(false, "Pending", "rejoined; discovery not read yet", now)
 			// Read it now, not at the next refresh.
-			p.again, p.nextStart = true, time.Time{}
+			p.again = true
 			e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s rejoined at %s", id, o.endpoint)
 		}
 		if p.Endpoint != o.endpoint {
 			p.Endpoint = o.endpoint
-			p.again, p.nextStart = true, time.Time{}
+			p.again = true
 		}
 		if o.version != "" && p.BinaryVersion == "" {
 			p.BinaryVersion = o.version

@@ -144,14 +144,11 @@ type peerDiscovery struct {
 	local *localDiscovery
 	state *routingState
 
-	mu   sync.Mutex
-	key  cacheKey
-	apis servedDoc
-	api  servedDoc
-	// legacy is the legacy form of apis and api (nil until asked for),
-	// built with legacyLocal, the local view they were combined with.
-	legacy      *legacyView
-	legacyLocal *localDoc
+	mu     sync.Mutex
+	key    cacheKey
+	apis   servedDoc
+	api    servedDoc
+	legacy *legacyView
 }
 
 type cacheKey struct {
@@ -211,9 +208,6 @@ func (d *peerDiscovery) legacyView(self string) *legacyView {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.legacy == nil {
-		d.legacy = newLegacyView(d.api.list.Items, d.apis.list.Items, d.legacyLocal)
-	}
 	return d.legacy
 }
 
@@ -231,9 +225,7 @@ func (d *peerDiscovery) document(apis bool, self string) (servedDoc, bool) {
 	if d.key != key || d.apis.list == nil {
 		d.apis = combine(local.apis, merged.Status.APIs.Items, merged.Status.APIs.ETag, self)
 		d.api = combine(local.api, merged.Status.API.Items, merged.Status.API.ETag, self)
-		// The legacy form is built on its first use: most clients read
-		// only the aggregated one.
-		d.legacy, d.legacyLocal = nil, local
+		d.legacy = newLegacyView(d.api.list.Items, d.apis.list.Items, local)
 		d.key = key
 	}
 	if apis {

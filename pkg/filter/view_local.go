@@ -149,13 +149,9 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 		r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
 		return r.encoded
 	}
-	apis := d.apis
-	if apiServicesSynced {
-		apis = l.withoutAggregated(apis)
-	}
 	var list []peerlease.ServedResource
-	for _, r := range peerlease.ServedFromDiscovery(d.api, apis) {
-		if r.Group != "" && crdsSynced && l.isCRD(r.GroupVersionResource) {
+	for _, r := range peerlease.ServedFromDiscovery(d.api, d.apis) {
+		if r.Group != "" && (crdsSynced && l.isCRD(r.GroupVersionResource) || apiServicesSynced && l.isAggregated(r.GroupVersion())) {
 			continue
 		}
 		list = append(list, r)
@@ -168,28 +164,6 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 	}
 	l.record.Store(&servedRecord{generation: d.generation, metadataChanges: changes, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
 	return enc
-}
-
-// withoutAggregated is groups without the group-versions that aggregated
-// APIServices serve, left out before the resources are listed: at
-// thousands of them, listing each resource only to drop it was most of
-// what encoding the record cost, and an APIService's every status update
-// encodes it again.
-func (l *localDiscovery) withoutAggregated(groups []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
-	out := make([]apidiscoveryv2.APIGroupDiscovery, 0, len(groups))
-	for _, g := range groups {
-		var versions []apidiscoveryv2.APIVersionDiscovery
-		for _, v := range g.Versions {
-			if !l.isAggregated(schema.GroupVersion{Group: g.Name, Version: v.Version}) {
-				versions = append(versions, v)
-			}
-		}
-		if len(versions) > 0 {
-			g.Versions = versions
-			out = append(out, g)
-		}
-	}
-	return out
 }
 
 // isCRD tells whether a CRD serves gvr: a CRD's name is <plural>.<group>.
@@ -311,8 +285,6 @@ const (
 	// localRereadDelay is when a change event's second read follows, and
 	// the least time between two reads that events cause.
 	localRereadDelay = time.Second
-	// localRereadMaxDelay bounds that time while events keep coming.
-	localRereadMaxDelay = 4 * time.Second
 	// localReadTimeout bounds one read of /api and /apis.
 	localReadTimeout = 10 * time.Second
 )
@@ -323,22 +295,16 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 	defer t.Stop()
 	// A change event owes two reads: the local aggregated discovery follows
 	// a CRD or APIService within moments, so one read at once and one
-	// delay later. Event-driven reads are at least delay apart, and while
-	// events keep coming (a thousand CRDs applied, forty APIServices
-	// becoming available on every server) the delay doubles up to
-	// localRereadMaxDelay: each read is a marshal of the whole /apis by the
-	// server (after every change, its ETag first) and a decode here, and at
-	// thousands of resources a read a second was most of what the server
-	// allocated during such a burst. The burst's last event is still read
-	// within two delays; a quiet read sets the delay back.
+	// localRereadDelay later. Event-driven reads are at least
+	// localRereadDelay apart: during a burst (a thousand CRDs applied) each
+	// read, a marshal and decode of the whole /apis on both sides, would
+	// otherwise follow the last back to back; the burst's last event is
+	// still read within two delays.
 	var (
 		owed     int
 		next     *time.Timer
 		nextC    <-chan time.Time
 		lastRead time.Time
-		delay    = localRereadDelay
-		// events counts change events since the last read.
-		events int
 	)
 	defer func() {
 		if next != nil {
@@ -363,31 +329,23 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 			owed--
 		case <-l.refresh:
 			owed = 2
-			events++
 			if nextC != nil {
 				// A read is already due; it and the one after it cover this
 				// event.
 				continue
 			}
-			if wait := delay - time.Since(lastRead); wait > 0 {
+			if wait := localRereadDelay - time.Since(lastRead); wait > 0 {
 				arm(wait)
 				continue
 			}
 			owed--
 		}
-		switch {
-		case events > 1:
-			delay = min(2*delay, localRereadMaxDelay)
-		case events == 0:
-			delay = localRereadDelay
-		}
-		events = 0
 		lastRead = time.Now()
 		if err := l.read(ctx, client, base); err != nil && ctx.Err() == nil {
 			logReadError(logger, "peerdiscovery filter: reading local discovery failed; the last good document stays; will retry", err)
 		}
 		if owed > 0 && nextC == nil {
-			arm(delay)
+			arm(localRereadDelay)
 		}
 	}
 }

@@ -222,12 +222,11 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 }
 
 // TestLocalDiscoveryCoalescesEventBursts: change events that keep coming
-// (a thousand CRDs applied) cause reads further and further apart (the
-// delay doubles from localRereadDelay up to localRereadMaxDelay), not a
-// read per localRereadDelay, and the burst's last change is still read.
+// (a thousand CRDs applied) cause at most one read per localRereadDelay,
+// not one read after another, and the burst's last change is still read.
 func TestLocalDiscoveryCoalescesEventBursts(t *testing.T) {
 	srv, l, reads := startLocalLoop(t)
-	burst := 9 * localRereadDelay / 2
+	burst := 5 * localRereadDelay / 2
 	events := 0
 	for start := time.Now(); time.Since(start) < burst; events++ {
 		l.poke()
@@ -236,11 +235,10 @@ func TestLocalDiscoveryCoalescesEventBursts(t *testing.T) {
 	srv.set("/apis", `"apis-2"`, dgroup("apps", "v1", "deployments"), dgroup("batch", "v1", "jobs"))
 	l.poke()
 	eventually(t, "the burst's last change read", func() bool { return l.Serves(schemaGVR("batch", "v1", "jobs")) })
-	time.Sleep(localRereadMaxDelay + localRereadDelay)
-	// Reads at 0, 1 s and 3 s during the burst, the two after its last
-	// event (at 7 s and 11 s), and one for timers late under -race. A read
-	// per localRereadDelay makes seven.
-	if n, most := reads(), 3+2+1; n > most {
+	time.Sleep(3 * localRereadDelay)
+	// One read per delay during the burst (at 0, 1 s and 2 s), the two
+	// after its last event, and one for timers late under -race.
+	if n, most := reads(), int(burst/localRereadDelay)+1+2+1; n > most {
 		t.Fatalf("%d reads for %d change events over %v, want at most %d", n, events, burst, most)
 	}
 }
