@@ -85,9 +85,15 @@ func (p *peerState) useRecordedList(served []peerlease.ServedResource) bool {
 	if served == nil || (p.HasDocument && !p.Recorded) {
 		return false
 	}
+	// The same list keeps the same documents: publish skips an input
+	// whose documents are the same arrays.
+	if p.Recorded && sameServed(p.recordedFrom, served) {
+		return true
+	}
 	p.API, p.APIs = servedDocuments(served)
 	p.APIETag, p.APIsETag = "", ""
 	p.HasDocument, p.Recorded = true, true
+	p.recordedFrom = served
 	return true
 }
 

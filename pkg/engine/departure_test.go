@@ -421,13 +421,12 @@ func TestEngineSeesALapseWhenItHappens(t *testing.T) {
 	h := lapsingPeers(t)
 	// Renewed once, 4 s in; then never again (frozen).
 	h.clk.Step(4 * time.Second)
-	published := h.pub.count()
+	turn := h.eng.turns.Load()
 	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), recorded(t, idA, epA, h.clk.Now(), docA()), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	expires := h.clk.Now().Add(peerlease.DefaultDurationSeconds * time.Second)
-	// The engine handled the renewal (it publishes after each event).
-	poll.Eventually(t, "the engine saw the renewal", func() bool { return h.pub.count() > published })
+	h.handled("the engine saw the renewal", turn)
 	// Other Leases renew meanwhile (the watch works), the last 1 s before
 	// a's expiry (14 s).
 	h.setTimeWithLeaseTraffic(expires.Add(-time.Second))
@@ -450,9 +449,10 @@ func TestEngineStuckLeaseWatchDefersLapses(t *testing.T) {
 	expires := t0.Add(peerlease.DefaultDurationSeconds * time.Second)
 	// Nothing heard since t0; a's Lease expired a second ago.
 	h.clk.SetTime(expires.Add(time.Second))
-	n := h.pub.count()
+	turn := h.eng.turns.Load()
 	h.eng.poke()
-	v := h.pub.waitFor(t, "a reconcile", func(compute.Output) bool { return h.pub.count() > n })
+	h.handled("a reconcile", turn)
+	v := h.pub.since(h.pub.count() - 1)[0]
 	if leftAt(v, idA) != (time.Time{}) {
 		t.Fatalf("a marked gone at %s while the Lease watch was silent", leftAt(v, idA))
 	}

@@ -74,6 +74,8 @@ type Engine struct {
 	// per server.
 	servedMemo  peerlease.ServedMemo
 	initialized bool
+	// lastInput is what the last published view was computed from.
+	lastInput *publishedInput
 	// nextLapse is when the first live Lease lapses unless renewed: Run
 	// wakes then, so a server that stops renewing (frozen, crashed, cut
 	// off) is seen as gone at once, not at the next refresh.
@@ -81,6 +83,11 @@ type Engine struct {
 	// leaseHeard is when the Lease informer last delivered an event (Unix
 	// ns on the engine's clock): see lapseJudgeTime.
 	leaseHeard atomic.Int64
+
+	// turns counts Run's loop turns that ended in a publish decision: a
+	// turn need not publish, so tests wait on this to know an event was
+	// handled.
+	turns atomic.Uint64
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -103,6 +110,9 @@ type peerState struct {
 	// replica last looked: a change means the peer's own discovery
 	// changed, so it is read again at once.
 	served []peerlease.ServedResource
+	// recordedFrom is the recorded list the documents were built from
+	// when they are a recorded list (Recorded).
+	recordedFrom []peerlease.ServedResource
 }
 
 // scrapeResult is one finished scrape, handed back to the Run goroutine.
@@ -172,6 +182,7 @@ func (e *Engine) Run(ctx context.Context) error {
 				logger.Error(err, "Computing the view failed; the previous view stays")
 			}
 		}
+		e.turns.Add(1)
 		select {
 		case <-ctx.Done():
 			return nil

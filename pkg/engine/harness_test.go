@@ -350,6 +350,14 @@ func (h *harness) setTimeWithLeaseTraffic(at time.Time) {
 	poll.Eventually(h.t, "the engine heard its Lease watch", func() bool { return h.eng.leaseHeard.Load() == at.UnixNano() })
 }
 
+// handled waits until Run handled an event after turn (h.eng.turns read
+// before the event): it publishes only what changed, so a view need not
+// follow.
+func (h *harness) handled(what string, turn uint64) {
+	h.t.Helper()
+	poll.Eventually(h.t, what, func() bool { return h.eng.turns.Load() > turn })
+}
+
 // tick moves the fake clock one refresh interval on, which fires a refresh.
 func (h *harness) tick() { h.clk.Step(h.opts.RefreshInterval) }
 

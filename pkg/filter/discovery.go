@@ -144,11 +144,14 @@ type peerDiscovery struct {
 	local *localDiscovery
 	state *routingState
 
-	mu     sync.Mutex
-	key    cacheKey
-	apis   servedDoc
-	api    servedDoc
-	legacy *legacyView
+	mu   sync.Mutex
+	key  cacheKey
+	apis servedDoc
+	api  servedDoc
+	// legacy is the legacy form of apis and api (nil until asked for),
+	// built with legacyLocal, the local view they were combined with.
+	legacy      *legacyView
+	legacyLocal *localDoc
 }
 
 type cacheKey struct {
@@ -208,6 +211,9 @@ func (d *peerDiscovery) legacyView(self string) *legacyView {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.legacy == nil {
+		d.legacy = newLegacyView(d.api.list.Items, d.apis.list.Items, d.legacyLocal)
+	}
 	return d.legacy
 }
 
@@ -225,7 +231,9 @@ func (d *peerDiscovery) document(apis bool, self string) (servedDoc, bool) {
 	if d.key != key || d.apis.list == nil {
 		d.apis = combine(local.apis, merged.Status.APIs.Items, merged.Status.APIs.ETag, self)
 		d.api = combine(local.api, merged.Status.API.Items, merged.Status.API.ETag, self)
-		d.legacy = newLegacyView(d.api.list.Items, d.apis.list.Items, local)
+		// The legacy form is built on its first use: most clients read
+		// only the aggregated one.
+		d.legacy, d.legacyLocal = nil, local
 		d.key = key
 	}
 	if apis {

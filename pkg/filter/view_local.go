@@ -149,9 +149,13 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 		r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
 		return r.encoded
 	}
+	apis := d.apis
+	if apiServicesSynced {
+		apis = l.withoutAggregated(apis)
+	}
 	var list []peerlease.ServedResource
-	for _, r := range peerlease.ServedFromDiscovery(d.api, d.apis) {
-		if r.Group != "" && (crdsSynced && l.isCRD(r.GroupVersionResource) || apiServicesSynced && l.isAggregated(r.GroupVersion())) {
+	for _, r := range peerlease.ServedFromDiscovery(d.api, apis) {
+		if r.Group != "" && crdsSynced && l.isCRD(r.GroupVersionResource) {
 			continue
 		}
 		list = append(list, r)
@@ -164,6 +168,28 @@ func (l *localDiscovery) servedRecord(ctx context.Context) string {
 	}
 	l.record.Store(&servedRecord{generation: d.generation, metadataChanges: changes, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
 	return enc
+}
+
+// withoutAggregated is groups without the group-versions that aggregated
+// APIServices serve, left out before the resources are listed: at
+// thousands of them, listing each resource only to drop it was most of
+// what encoding the record cost, and an APIService's every status update
+// encodes it again.
+func (l *localDiscovery) withoutAggregated(groups []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
+	out := make([]apidiscoveryv2.APIGroupDiscovery, 0, len(groups))
+	for _, g := range groups {
+		var versions []apidiscoveryv2.APIVersionDiscovery
+		for _, v := range g.Versions {
+			if !l.isAggregated(schema.GroupVersion{Group: g.Name, Version: v.Version}) {
+				versions = append(versions, v)
+			}
+		}
+		if len(versions) > 0 {
+			g.Versions = versions
+			out = append(out, g)
+		}
+	}
+	return out
 }
 
 // isCRD tells whether a CRD serves gvr: a CRD's name is <plural>.<group>.

@@ -115,7 +115,7 @@ func TestBench(t *testing.T) {
 // the stub's aggregated APIServices.
 func runCost(t *testing.T, s Scale, dir string) *CostResult {
 	ctx := t.Context()
-	res := &CostResult{Servers: s.CostServers, GVRsWanted: s.CostGVRs, CRDsWanted: s.CostCRDs}
+	res := &CostResult{Servers: s.CostServers, GVRsWanted: s.CostGVRs, CRDsWanted: s.CostCRDs, Settle: s.CostSettle, SteadyAt: s.CostSteadyAt}
 	stub, err := buildStub(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
@@ -129,11 +129,20 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 	defer StopPlanes(planes)
 	waitProxying(t, planes)
 	measure := func(name string) {
-		time.Sleep(s.CostSettle)
-		st, err := MeasureCost(ctx, planes, s, name, res.CRDs, res.StubGVRs, dir)
+		quiet, err := WaitQuiet(ctx, planes, costQuietBound)
 		if err != nil {
 			t.Fatal(err)
 		}
+		for _, q := range quiet {
+			t.Logf("%s: %s quiet after %s (reached: %t)", name, q.Routing, q.After.Round(time.Second), q.Reached)
+		}
+		quietAt := time.Now()
+		time.Sleep(s.CostSettle)
+		st, err := MeasureCost(ctx, planes, s, name, res.CRDs, res.StubGVRs, quietAt, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.Quiet = quiet
 		res.States = append(res.States, st)
 		t.Logf("cost measured: %s", name)
 	}

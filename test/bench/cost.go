@@ -38,8 +38,15 @@ type ProcessCost struct {
 	Component string `json:"component"` // kube-apiserver-<i>, peerdiscovery-apiserver-0
 	Version   string `json:"version,omitempty"`
 	// RSS is the mean of one sample per second over the window.
-	RSS float64       `json:"rss"`
-	CPU time.Duration `json:"cpu"` // used over the window
+	RSS float64 `json:"rss"`
+	// EarlyRSS is the same over the early window, which starts the
+	// scale's CostSettle after the state change; the window above starts
+	// at CostSteadyAt, past the Go runtime's 2-minute forced GC: RSS
+	// follows the heap goal of a server's last GC, and one that landed
+	// during the change's allocation burst keeps a raised goal until the
+	// next.
+	EarlyRSS float64       `json:"earlyRSS,omitempty"`
+	CPU      time.Duration `json:"cpu"` // used over the window
 	// HeapProfile is the file (in the output folder) of the heap profile
 	// taken after the window, after a GC (kube-apiservers only).
 	HeapProfile string `json:"heapProfile,omitempty"`
@@ -60,10 +67,12 @@ type GoMemory struct {
 
 // CostState is every process of both planes in one state.
 type CostState struct {
-	Name      string        `json:"name"`
-	CRDs      int           `json:"crds"`
-	StubGVRs  int           `json:"stubGVRs"`
-	Window    time.Duration `json:"window"`
+	Name     string        `json:"name"`
+	CRDs     int           `json:"crds"`
+	StubGVRs int           `json:"stubGVRs"`
+	Window   time.Duration `json:"window"`
+	// Quiet is when each plane settled before the settle time began.
+	Quiet     []PlaneQuiet  `json:"quiet,omitempty"`
 	Processes []ProcessCost `json:"processes"`
 }
 
@@ -78,13 +87,20 @@ type CostResult struct {
 	StubGVRs int           `json:"stubGVRs"`
 	CRDsTook time.Duration `json:"crdsTook"`
 	StubTook time.Duration `json:"stubTook"`
+	// Settle is the time after both planes were quiet and before each
+	// state's window.
+	Settle time.Duration `json:"settle"`
+	// SteadyAt is when the steady window starts after that.
+	SteadyAt time.Duration `json:"steadyAt"`
 	States   []CostState   `json:"states"`
 }
 
 // MeasureCost samples every kube-apiserver (and peerdiscovery-apiserver)
-// of both planes at once over the scale's window, then takes each
+// of both planes at once over two of the scale's windows, the early one
+// CostSettle after quiet (when both planes were quiet after the state
+// change) and the steady one CostSteadyAt after it, then takes each
 // kube-apiserver's heap profile after a GC into dir.
-func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crds, stubGVRs int, dir string) (CostState, error) {
+func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crds, stubGVRs int, quiet time.Time, dir string) (CostState, error) {
 	st := CostState{Name: name, CRDs: crds, StubGVRs: stubGVRs, Window: s.CostWindow}
 	type proc struct {
 		cost ProcessCost
@@ -108,6 +124,21 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 			}
 			procs = append(procs, &proc{cost: ProcessCost{Routing: pl.Routing.String(), Component: e.Name}, pid: pid})
 		}
+	}
+	// The early window: RSS only.
+	for _, p := range procs {
+		p.rss = startSampler(time.Second, func() (float64, error) { return rssBytes(p.pid) })
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(s.CostWindow):
+	}
+	for _, p := range procs {
+		_, p.cost.EarlyRSS = p.rss.end()
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(quiet.Add(s.CostSteadyAt))):
 	}
 	for _, p := range procs {
 		p.cpu0, _ = cpuTime(p.pid)
@@ -303,4 +334,96 @@ func WaitGVRsServed(ctx context.Context, planes []*Plane, suffix string, n int, 
 		}
 	}
 	return nil
+}
+
+// PlaneQuiet is when one plane's kube-apiservers settled after a state
+// change.
+type PlaneQuiet struct {
+	Routing string `json:"routing"`
+	// After is the time from the wait's start to the first window in
+	// which every server of the plane was quiet; Reached is false when
+	// the bound passed first (After is then the bound).
+	After   time.Duration `json:"after"`
+	Reached bool          `json:"reached"`
+}
+
+// costQuietBound bounds the wait for both planes to settle (WaitQuiet)
+// before each state's settle time.
+const costQuietBound = 6 * time.Minute
+
+// quietCPU and quietWindow define a settled plane: every kube-apiserver
+// under quietCPU of a core over quietWindow. Idle servers use 1–3 %.
+const (
+	quietCPU    = 0.10
+	quietWindow = 10 * time.Second
+)
+
+// WaitQuiet waits, up to bound, until the kube-apiservers of every plane
+// are quiet in the same window, and tells when each plane first was.
+// "Served everywhere" is not settled: a kube-apiserver builds the OpenAPI
+// of a thousand CRDs (about 2 GB allocated) for minutes after it serves
+// them, and the plane that the shared cores happened to serve later was
+// still doing so in its next state's window, which then measured that
+// backlog rather than the filter.
+func WaitQuiet(ctx context.Context, planes []*Plane, bound time.Duration) ([]PlaneQuiet, error) {
+	start := time.Now()
+	out := make([]PlaneQuiet, len(planes))
+	for k, pl := range planes {
+		out[k].Routing = pl.Routing.String()
+	}
+	for {
+		type sample struct {
+			pid  int
+			cpu0 time.Duration
+		}
+		var samples [][]sample
+		for _, pl := range planes {
+			var ss []sample
+			for i := range pl.C.Servers() {
+				pid, err := pl.C.ServerPID(i)
+				if err != nil || pid == 0 {
+					return out, fmt.Errorf("%s server %d is not running", pl.Routing, i)
+				}
+				cpu, err := cpuTime(pid)
+				if err != nil {
+					return out, err
+				}
+				ss = append(ss, sample{pid, cpu})
+			}
+			samples = append(samples, ss)
+		}
+		select {
+		case <-ctx.Done():
+			return out, ctx.Err()
+		case <-time.After(quietWindow):
+		}
+		all := true
+		for k, ss := range samples {
+			quiet := true
+			for _, s := range ss {
+				cpu, err := cpuTime(s.pid)
+				if err != nil {
+					return out, err
+				}
+				if float64(cpu-s.cpu0) > quietCPU*float64(quietWindow) {
+					quiet = false
+				}
+			}
+			if quiet && !out[k].Reached {
+				out[k].After, out[k].Reached = time.Since(start), true
+			}
+			all = all && quiet
+		}
+		if all {
+			return out, nil
+		}
+		if time.Since(start) > bound {
+			for k := range out {
+				if !out[k].Reached {
+					out[k].After = bound
+				}
+			}
+			return out, nil
+		}
+	}
 }

@@ -67,12 +67,17 @@ type Scale struct {
 	// CostServers are the releases of the cost planes' kube-apiservers.
 	// CostGVRs extra resources are added in two steps: CostCRDs CRDs
 	// (fewer if memory runs short: see CostMemoryReserve), then the rest
-	// as resources of aggregated APIServices (a stub server's). CPU is
-	// measured over CostWindow after CostSettle.
-	CostServers       []string      `json:"costServers"`
-	CostGVRs          int           `json:"costGVRs"`
-	CostCRDs          int           `json:"costCRDs"`
-	CostSettle        time.Duration `json:"costSettle"`
+	// as resources of aggregated APIServices (a stub server's). Once both
+	// planes are quiet (WaitQuiet), RSS is measured over a CostWindow
+	// from CostSettle and over another from CostSteadyAt; CPU over the
+	// second.
+	CostServers []string      `json:"costServers"`
+	CostGVRs    int           `json:"costGVRs"`
+	CostCRDs    int           `json:"costCRDs"`
+	CostSettle  time.Duration `json:"costSettle"`
+	// CostSteadyAt is when, after both planes were quiet, the second
+	// window (the steady one: see CostState.EarlyRSS) starts.
+	CostSteadyAt      time.Duration `json:"costSteadyAt"`
 	CostWindow        time.Duration `json:"costWindow"`
 	CostMemoryReserve int64         `json:"costMemoryReserve"`
 
@@ -101,6 +106,7 @@ func FullScale() Scale {
 		LoadConcurrency: []int{1, 2, 4, 8, 16, 32, 64}, LoadStep: 4 * time.Second, LoadRounds: 2,
 		CostServers: []string{OldVersion, OldVersion, NewVersion, NewVersion, NewVersion},
 		CostGVRs:    5000, CostCRDs: 1000, CostSettle: 45 * time.Second, CostWindow: 60 * time.Second,
+		CostSteadyAt:      150 * time.Second,
 		CostMemoryReserve: 4 << 30,
 		ProfileSeconds:    10,
 	}
@@ -115,6 +121,7 @@ func SmokeScale() Scale {
 		LoadConcurrency: []int{1, 4, 16}, LoadStep: time.Second, LoadRounds: 1,
 		CostServers: []string{OldVersion, NewVersion, NewVersion},
 		CostGVRs:    300, CostCRDs: 100, CostSettle: 15 * time.Second, CostWindow: 15 * time.Second,
+		CostSteadyAt:      40 * time.Second,
 		CostMemoryReserve: 4 << 30,
 		ProfileSeconds:    2,
 	}
