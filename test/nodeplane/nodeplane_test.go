@@ -27,9 +27,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
+	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 	"sigs.k8s.io/peerdiscovery/test/upgradedrill"
 	"sigs.k8s.io/peerdiscovery/test/workload"
@@ -288,6 +293,59 @@ func checkExtension(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestWatchListThroughEveryServer: a watch-list (sendInitialEvents, what
+// client-go's informers ask first) of each peerdiscovery resource through
+// every kube-apiserver gets the initial state and its end bookmark. The
+// image's binary once refused it (422): its stamped version v0.1.0 made
+// k8s.io/apiserver emulate Kubernetes 0.1, WatchList off, and the filters'
+// informers fell back to a LIST and a WATCH that the aggregator may send to
+// different replicas (410 and client-go's backoff: a view up to 30 s old).
+func TestWatchListThroughEveryServer(t *testing.T) {
+	needCluster(t)
+	for i, s := range cluster.Servers() {
+		cs, err := versioned.NewForConfig(cluster.AdminConfig(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pd := cs.PeerdiscoveryV1alpha1()
+		for _, r := range []struct {
+			resource string
+			watch    func(context.Context, metav1.ListOptions) (watch.Interface, error)
+		}{
+			{"peerroutingtables", pd.PeerRoutingTables().Watch},
+			{"apiserverpeers", pd.APIServerPeers().Watch},
+			{"peeraggregateddiscoveries", pd.PeerAggregatedDiscoveries().Watch},
+		} {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			w, err := r.watch(ctx, metav1.ListOptions{
+				SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true,
+				ResourceVersionMatch: metav1.ResourceVersionMatchNotOlderThan,
+			})
+			if err != nil {
+				cancel()
+				t.Errorf("watch-list of %s through %s: %v", r.resource, s.Name, err)
+				continue
+			}
+			added, ended := 0, false
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Added {
+					added++
+					continue
+				}
+				if m, err := meta.Accessor(ev.Object); ev.Type == watch.Bookmark && err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true" {
+					ended = true
+				}
+				break
+			}
+			w.Stop()
+			cancel()
+			if !ended || added == 0 {
+				t.Errorf("watch-list of %s through %s: %d objects, initial-events-end bookmark %v", r.resource, s.Name, added, ended)
+			}
+		}
+	}
 }
 
 // TestExtension: the extension as its users install it, and what its

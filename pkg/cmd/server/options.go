@@ -31,6 +31,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/openapi"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericoptions "k8s.io/apiserver/pkg/server/options"
+	apiservercompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	cliflag "k8s.io/component-base/cli/flag"
@@ -53,6 +54,19 @@ import (
 )
 
 func init() {
+	// k8s.io/apiserver registers the binary's own version as the
+	// Kubernetes version to emulate. This server's (v0.1.0, stamped by the
+	// image build) is not one: emulating Kubernetes 0.1 turned every
+	// versioned feature gate off, WatchList among them, so every
+	// watch-list of a peerdiscovery resource was refused (422) and the
+	// filters' informers fell back to a LIST and a WATCH, which the
+	// aggregator may send to different replicas (410, then client-go's
+	// backoff: a filter's view lagged by up to 30 s). The server is built
+	// on the libraries of Kubernetes DefaultKubeBinaryVersion and behaves
+	// as that release.
+	apiservercompatibility.DefaultComponentGlobalsRegistry.Reset()
+	utilruntime.Must(apiservercompatibility.DefaultComponentGlobalsRegistry.Register(basecompatibility.DefaultKubeComponent,
+		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""), utilfeature.DefaultMutableFeatureGate))
 	// Logging features (contextual logging, ...) live in the server's gate.
 	utilruntime.Must(logsapi.AddFeatureGates(utilfeature.DefaultMutableFeatureGate))
 }
