@@ -21,7 +21,7 @@
 # the plain binary, idle and with CRDs across 5 servers. Both planes run at
 # once and the measurements alternate between them. Writes
 # _output/bench/<scale>/report.md, report.png, result.json and the heap
-# profiles. The full scale took 20 minutes on two cores (warm
+# profiles. The full scale took 26 minutes on two cores (warm
 # binaries); --scale smoke about 5. Run it on a quiet machine, under the
 # shared lock: flock /work/heavy.lock hack/bench.sh. --parts runs some of
 # the parts and keeps the others from the last run at the same scale (one
