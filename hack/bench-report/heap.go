@@ -37,29 +37,44 @@ const topSites = 8
 // attributed to the innermost such function; and the live heap by
 // allocating function (the innermost frame).
 func heapFigures(path string) (bench.HeapFigures, map[string]float64, error) {
-	var out bench.HeapFigures
+	p, err := parseProfile(path)
+	if err != nil {
+		return bench.HeapFigures{}, nil, err
+	}
+	return figures(p, path, "inuse_space", 1)
+}
+
+func parseProfile(path string) (*profile.Profile, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return out, nil, err
+		return nil, err
 	}
 	defer f.Close()
 	p, err := profile.Parse(f)
 	if err != nil {
-		return out, nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	return p, nil
+}
+
+// figures sums p's sampleType divided by per: in all, under a
+// peerdiscovery function (attributed to the innermost such function), and
+// by allocating function (the innermost frame).
+func figures(p *profile.Profile, path, sampleType string, per float64) (bench.HeapFigures, map[string]float64, error) {
+	var out bench.HeapFigures
 	idx := -1
 	for i, st := range p.SampleType {
-		if st.Type == "inuse_space" {
+		if st.Type == sampleType {
 			idx = i
 		}
 	}
 	if idx < 0 {
-		return out, nil, fmt.Errorf("%s: no inuse_space samples", path)
+		return out, nil, fmt.Errorf("%s: no %s samples", path, sampleType)
 	}
 	sites := map[string]float64{}
 	flat := map[string]float64{}
 	for _, s := range p.Sample {
-		v := float64(s.Value[idx])
+		v := float64(s.Value[idx]) / per
 		out.InUse += v
 		if fn := ownFunction(s); fn != "" {
 			out.Filter += v
@@ -71,6 +86,32 @@ func heapFigures(path string) (bench.HeapFigures, map[string]float64, error) {
 	}
 	out.Top = top(sites, topSites)
 	return out, flat, nil
+}
+
+// allocFigures are what a process allocated between two of its heap
+// profiles (each taken after a GC), per second: total, the part under a
+// peerdiscovery function, and by allocating function.
+func allocFigures(basePath, endPath string) (bench.HeapFigures, map[string]float64, error) {
+	var ps []*profile.Profile
+	for _, path := range []string{basePath, endPath} {
+		p, err := parseProfile(path)
+		if err != nil {
+			return bench.HeapFigures{}, nil, err
+		}
+		ps = append(ps, p)
+	}
+	seconds := float64(ps[1].TimeNanos-ps[0].TimeNanos) / 1e9
+	if seconds <= 0 {
+		return bench.HeapFigures{}, nil, fmt.Errorf("%s is not later than %s", endPath, basePath)
+	}
+	ps[0].Scale(-1)
+	diff, err := profile.Merge(ps)
+	if err != nil {
+		return bench.HeapFigures{}, nil, fmt.Errorf("%s minus %s: %w", endPath, basePath, err)
+	}
+	out, flat, err := figures(diff, endPath, "alloc_space", seconds)
+	out.Seconds = seconds
+	return out, flat, err
 }
 
 // top are the n largest of sites.
@@ -93,10 +134,11 @@ func top(sites map[string]float64, n int) []bench.HeapSite {
 	return out[:min(len(out), n)]
 }
 
-// heapDiff is, per cost state and release, the functions whose live heap
-// grew most from upstream's servers to this filter's, means over the
-// servers of that release.
-func heapDiff(c *bench.CostResult, flat map[string]map[string]float64) map[string][]bench.HeapSite {
+// heapDiff is, per cost state and release, the functions whose share of
+// the profiles that fileOf names (live heap, or allocations) grew most
+// from upstream's servers to this filter's, means over the servers of
+// that release.
+func heapDiff(c *bench.CostResult, flat map[string]map[string]float64, fileOf func(bench.ProcessCost) string) map[string][]bench.HeapSite {
 	out := map[string][]bench.HeapSite{}
 	for _, st := range c.States {
 		type acc struct {
@@ -105,7 +147,7 @@ func heapDiff(c *bench.CostResult, flat map[string]map[string]float64) map[strin
 		}
 		accs := map[string]*acc{} // routing/version
 		for _, p := range st.Processes {
-			f, ok := flat[p.HeapProfile]
+			f, ok := flat[fileOf(p)]
 			if !ok {
 				continue
 			}

@@ -54,9 +54,18 @@ func main() {
 					fail(err)
 				}
 				res.Heap[p.HeapProfile], flat[p.HeapProfile] = f, byFunction
+				if p.AllocBase == "" {
+					continue
+				}
+				f, byFunction, err = allocFigures(filepath.Join(*dir, p.AllocBase), filepath.Join(*dir, p.HeapProfile))
+				if err != nil {
+					fail(err)
+				}
+				res.Heap[p.AllocBase], flat[p.AllocBase] = f, byFunction
 			}
 		}
-		res.HeapDiff = heapDiff(res.Cost, flat)
+		res.HeapDiff = heapDiff(res.Cost, flat, func(p bench.ProcessCost) string { return p.HeapProfile })
+		res.AllocDiff = heapDiff(res.Cost, flat, func(p bench.ProcessCost) string { return p.AllocBase })
 	}
 	res.CPU = map[string]bench.CPUFigures{}
 	for _, pr := range res.Profiles() {

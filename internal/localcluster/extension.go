@@ -32,6 +32,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	discoveryv1ac "k8s.io/client-go/applyconfigurations/discovery/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -276,7 +277,7 @@ func (c *Cluster) WaitExtensionAvailable(ctx context.Context) error {
 // group/version with resources and not marked stale.
 func aggregatedDiscoveryLists(ctx context.Context, cs kubernetes.Interface, group, version string) error {
 	body, err := cs.Discovery().RESTClient().Get().AbsPath("/apis").
-		SetHeader("Accept", acceptAggregated).DoRaw(ctx)
+		SetHeader("Accept", discovery.AcceptV2).DoRaw(ctx)
 	if err != nil {
 		return err
 	}

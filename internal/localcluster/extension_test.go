@@ -24,6 +24,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -60,11 +61,11 @@ func TestAggregatedDiscoveryLists(t *testing.T) {
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				// A real server answers without this Accept with the
 				// legacy APIGroupList, which lists no resources.
-				if r.URL.Path != "/apis" || r.Header.Get("Accept") != acceptAggregated {
+				if r.URL.Path != "/apis" || r.Header.Get("Accept") != discovery.AcceptV2 {
 					http.Error(w, "want GET /apis for aggregated discovery", http.StatusNotAcceptable)
 					return
 				}
-				w.Header().Set("Content-Type", acceptAggregated)
+				w.Header().Set("Content-Type", discovery.AcceptV2)
 				_ = json.NewEncoder(w).Encode(list)
 			}))
 			defer srv.Close()

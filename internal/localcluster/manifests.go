@@ -40,8 +40,6 @@ const (
 	APIGroupVersionPath = "/apis/" + apiGroup + "/" + apiVersion
 	apiGroup            = "peerdiscovery.k8s.io"
 	apiVersion          = "v1alpha1"
-	// acceptAggregated asks for aggregated discovery, as kubectl does.
-	acceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 	// ExtensionNamespace, ExtensionServiceAccount and ExtensionService
 	// are where peerdiscovery-apiserver runs in a real cluster.
 	ExtensionNamespace      = "peerdiscovery"

@@ -83,7 +83,7 @@ func BenchmarkServerGroupsAndResources(b *testing.B) {
 		api, _ := json.Marshal(apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{APIVersion: "apidiscovery.k8s.io/v2", Kind: "APIGroupDiscoveryList"}, Items: obj.Status.API.Items})
 		apis, _ := json.Marshal(apidiscoveryv2.APIGroupDiscoveryList{TypeMeta: metav1.TypeMeta{APIVersion: "apidiscovery.k8s.io/v2", Kind: "APIGroupDiscoveryList"}, Items: obj.Status.APIs.Items})
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+			w.Header().Set("Content-Type", discovery.AcceptV2)
 			switch r.URL.Path {
 			case "/api":
 				_, _ = w.Write(api)

@@ -53,6 +53,12 @@ var (
 		Buckets:        []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1},
 		StabilityLevel: metrics.ALPHA,
 	})
+	publishDecisions = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "peerdiscovery",
+		Name:           "publish_decisions_total",
+		Help:           "The engine's loop turns by outcome: published (the view was computed and published: the input changed, or the heartbeat was due) or unchanged (the input equals the last published one; nothing was computed).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"decision"})
 )
 
 var registerOnce sync.Once
@@ -60,6 +66,6 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		peerproxymetrics.Register()
-		legacyregistry.MustRegister(scrapeDuration, peersGauge, routesGauge, computeDuration)
+		legacyregistry.MustRegister(scrapeDuration, peersGauge, routesGauge, computeDuration, publishDecisions)
 	})
 }

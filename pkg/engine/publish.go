@@ -49,8 +49,10 @@ func (e *Engine) publish() error {
 	slices.SortFunc(in.Peers, func(a, b compute.Peer) int { return strings.Compare(a.ServerID, b.ServerID) })
 	now := e.clock.Now()
 	if last := e.lastInput; last != nil && now.Sub(last.at) < e.opts.RefreshInterval/2 && last.same(in.Peers, e.lastClusterWide, e.deletedGVs) {
+		publishDecisions.WithLabelValues("unchanged").Inc()
 		return nil
 	}
+	publishDecisions.WithLabelValues("published").Inc()
 	if len(e.deletedGVs) > 0 {
 		deleted := e.deletedGVs
 		in.Excluded = func(g, v string) bool { return deleted[schema.GroupVersion{Group: g, Version: v}] }

@@ -25,6 +25,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/component-base/metrics/testutil"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -39,8 +40,20 @@ import (
 // unchanged, and time. Invariants after every step: the last published
 // view is the one the current input computes to (a skipped publish never
 // leaves a stale view), and a step that changed nothing publishes only
-// when the heartbeat is due (half a refresh interval after the last).
+// when the heartbeat is due (half a refresh interval after the last);
+// peerdiscovery_publish_decisions_total counts each step's outcome.
 func TestPublishSkipsOnlyUnchangedInput(t *testing.T) {
+	registerMetrics()
+	decisions := func() (published, unchanged float64) {
+		var err error
+		if published, err = testutil.GetCounterMetricValue(publishDecisions.WithLabelValues("published")); err != nil {
+			t.Fatal(err)
+		}
+		if unchanged, err = testutil.GetCounterMetricValue(publishDecisions.WithLabelValues("unchanged")); err != nil {
+			t.Fatal(err)
+		}
+		return published, unchanged
+	}
 	seed := time.Now().UnixNano()
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
@@ -56,10 +69,14 @@ func TestPublishSkipsOnlyUnchangedInput(t *testing.T) {
 	for step := range 3000 {
 		what, touched := changeInput(t, rng, e, clk)
 		published := pub.count()
+		counted, countedUnchanged := decisions()
 		if err := e.publish(); err != nil {
 			t.Fatalf("step %d (%s): publish: %v", step, what, err)
 		}
 		did := pub.count() > published
+		if p, u := decisions(); did && (p != counted+1 || u != countedUnchanged) || !did && (p != counted || u != countedUnchanged+1) {
+			t.Fatalf("step %d (%s): published %t, but the decisions counted went from %v published, %v unchanged to %v, %v", step, what, did, counted, countedUnchanged, p, u)
+		}
 		due := lastAt.IsZero() || clk.Since(lastAt) >= heartbeat
 		if !touched && did && !due {
 			t.Fatalf("step %d (%s): published though nothing changed and the last view is %s old", step, what, clk.Since(lastAt))

@@ -61,6 +61,7 @@ import (
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	"k8s.io/apiserver/pkg/util/peerproxy"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/rest"
@@ -72,10 +73,9 @@ import (
 )
 
 const (
-	benchPeerID       = "apiserver-peer-1"
-	identityLeaseSel  = "apiserver.kubernetes.io/identity=kube-apiserver"
-	discoveryListType = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-	peerAnswer        = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"ns1"}}`
+	benchPeerID      = "apiserver-peer-1"
+	identityLeaseSel = "apiserver.kubernetes.io/identity=kube-apiserver"
+	peerAnswer       = `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w1","namespace":"ns1"}}`
 )
 
 var quietKlogOnce sync.Once
@@ -109,10 +109,10 @@ func discoveryServer(api, apis []byte) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/api":
-			w.Header().Set("Content-Type", discoveryListType)
+			w.Header().Set("Content-Type", discovery.AcceptV2)
 			_, _ = w.Write(api)
 		case "/apis":
-			w.Header().Set("Content-Type", discoveryListType)
+			w.Header().Set("Content-Type", discovery.AcceptV2)
 			_, _ = w.Write(apis)
 		default:
 			w.Header().Set("Content-Type", "application/json")

@@ -25,14 +25,14 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 )
 
 const (
-	acceptPeerAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
-	acceptV2Beta1        = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
+	acceptV2Beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 )
 
 func dres(name string) apidiscoveryv2.APIResourceDiscovery {
@@ -158,11 +158,11 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 	e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets")})
 
 	t.Run("steady state: the merged document as is", func(t *testing.T) {
-		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, "")
+		r := e.getDiscovery(t, "/apis", discovery.AcceptV2, "")
 		if r.code != http.StatusOK || r.local {
 			t.Fatalf("%d, local %v: %s", r.code, r.local, r.raw)
 		}
-		if !strings.HasPrefix(r.ctype, acceptPeerAggregated) {
+		if !strings.HasPrefix(r.ctype, discovery.AcceptV2) {
 			t.Errorf("Content-Type %q", r.ctype)
 		}
 		if r.etag != strconv.Quote(merged.Status.APIs.ETag) {
@@ -177,29 +177,29 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 		}
 	})
 	t.Run("If-None-Match: 304", func(t *testing.T) {
-		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, strconv.Quote(merged.Status.APIs.ETag))
+		r := e.getDiscovery(t, "/apis", discovery.AcceptV2, strconv.Quote(merged.Status.APIs.ETag))
 		if r.code != http.StatusNotModified || r.raw != "" || r.local {
 			t.Fatalf("%d local %v %q", r.code, r.local, r.raw)
 		}
-		r = e.getDiscovery(t, "/apis", acceptPeerAggregated, `"stale"`)
+		r = e.getDiscovery(t, "/apis", discovery.AcceptV2, `"stale"`)
 		if r.code != http.StatusOK || len(r.items) != 3 {
 			t.Fatalf("stale If-None-Match: %d, %d groups", r.code, len(r.items))
 		}
 	})
 	t.Run("core /api", func(t *testing.T) {
-		r := e.getDiscovery(t, "/api", acceptPeerAggregated, "")
+		r := e.getDiscovery(t, "/api", discovery.AcceptV2, "")
 		if r.code != http.StatusOK || r.local || r.etag != strconv.Quote(merged.Status.API.ETag) || !sameJSON(t, r.items, mergedAPI) {
 			t.Fatalf("%d local %v etag %s: %s", r.code, r.local, r.etag, r.raw)
 		}
 	})
 	for _, tc := range []struct{ name, path, accept string }{
-		{"profile=nopeer: this server's own view", "/apis", acceptPeerAggregated + ";profile=nopeer"},
-		{"profile=nopeer on /api", "/api", acceptPeerAggregated + ";profile=nopeer"},
+		{"profile=nopeer: this server's own view", "/apis", discovery.AcceptV2 + ";profile=nopeer"},
+		{"profile=nopeer on /api", "/api", discovery.AcceptV2 + ";profile=nopeer"},
 		{"legacy /api (APIVersions: v1 on every server)", "/api", "application/json"},
 		{"this server's own view asked for", "/apis", ""},
 		{"v2beta1", "/apis", acceptV2Beta1},
-		{"group discovery", "/apis/apps", acceptPeerAggregated},
-		{"not discovery", "/version", acceptPeerAggregated},
+		{"group discovery", "/apis/apps", discovery.AcceptV2},
+		{"not discovery", "/version", discovery.AcceptV2},
 	} {
 		t.Run(tc.name+": passed to the chain", func(t *testing.T) {
 			if tc.name == "this server's own view asked for" {
@@ -215,7 +215,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 	}
 	t.Run("not GET: passed to the chain", func(t *testing.T) {
 		req := e.newRequest(http.MethodPost, "/apis", strings.NewReader("{}"))
-		req.Header.Set("Accept", acceptPeerAggregated)
+		req.Header.Set("Accept", discovery.AcceptV2)
 		before := e.local.calls.Load()
 		readBody(t, e.do(req))
 		if e.local.calls.Load() == before {
@@ -231,7 +231,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 			dgroup("example.com", "v1", "widgets", "gizmos"),
 			dgroup("local.example.com", "v1", "newthings"),
 		})
-		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, "")
+		r := e.getDiscovery(t, "/apis", discovery.AcceptV2, "")
 		if r.code != http.StatusOK || r.local {
 			t.Fatalf("%d local %v", r.code, r.local)
 		}
@@ -259,14 +259,14 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 			t.Errorf("ETag %s is not the hash of the served items (%s, %v)", r.etag, tag, err)
 		}
 		// Deterministic, and cached by ETag.
-		if again := e.getDiscovery(t, "/apis", acceptPeerAggregated, ""); again.etag != r.etag || again.raw != r.raw {
+		if again := e.getDiscovery(t, "/apis", discovery.AcceptV2, ""); again.etag != r.etag || again.raw != r.raw {
 			t.Fatal("the combined document changed between two requests")
 		}
-		if nm := e.getDiscovery(t, "/apis", acceptPeerAggregated, r.etag); nm.code != http.StatusNotModified {
+		if nm := e.getDiscovery(t, "/apis", discovery.AcceptV2, r.etag); nm.code != http.StatusNotModified {
 			t.Fatalf("If-None-Match with the combined ETag: %d", nm.code)
 		}
 		// /api is unaffected.
-		if api := e.getDiscovery(t, "/api", acceptPeerAggregated, ""); api.etag != strconv.Quote(merged.Status.API.ETag) {
+		if api := e.getDiscovery(t, "/api", discovery.AcceptV2, ""); api.etag != strconv.Quote(merged.Status.API.ETag) {
 			t.Fatalf("/api ETag %s", api.etag)
 		}
 	})
@@ -274,7 +274,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 		e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments")})
 		next := mergedDiscovery(t, "8", mergedAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("new.example.com", "v1", "news")})
 		e.f.state.merged.Store(next)
-		r := e.getDiscovery(t, "/apis", acceptPeerAggregated, strconv.Quote(merged.Status.APIs.ETag))
+		r := e.getDiscovery(t, "/apis", discovery.AcceptV2, strconv.Quote(merged.Status.APIs.ETag))
 		if r.code != http.StatusOK || r.etag != strconv.Quote(next.Status.APIs.ETag) || !reflect.DeepEqual(groupNames(r.items), []string{"apps", "new.example.com"}) {
 			t.Fatalf("%d %s %v", r.code, r.etag, groupNames(r.items))
 		}
@@ -288,7 +288,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 		// ready, as stock when no peerdiscovery-apiserver is reachable.
 		e.f.syncDeadline.Store(time.Now().Add(e.f.opts.SyncGracePeriod - unsyncedReadyAfter - time.Second).UnixNano())
 		defer e.f.syncDeadline.Store(0)
-		if r := e.getDiscovery(t, "/apis", acceptPeerAggregated, ""); !r.local {
+		if r := e.getDiscovery(t, "/apis", discovery.AcceptV2, ""); !r.local {
 			t.Fatal("served by the filter while not synced")
 		}
 	})
@@ -307,8 +307,8 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 				e.f.syncDeadline.Store(time.Now().Add(e.f.opts.SyncGracePeriod - time.Second).UnixNano())
 			}
 			for _, c := range []struct{ path, accept string }{
-				{"/apis", acceptPeerAggregated},
-				{"/api", acceptPeerAggregated},
+				{"/apis", discovery.AcceptV2},
+				{"/api", discovery.AcceptV2},
 				{"/apis", "application/json"},
 				{"/apis/apps", "application/json"},
 				{"/apis/apps/v1", "application/json"},
@@ -320,10 +320,10 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 				}
 			}
 			// Its own view, and a peer's proxied request, stay the chain's.
-			if r := e.getDiscovery(t, "/apis", acceptPeerAggregated+";profile=nopeer", ""); !r.local {
+			if r := e.getDiscovery(t, "/apis", discovery.AcceptV2+";profile=nopeer", ""); !r.local {
 				t.Errorf("hook run %v: profile=nopeer answered %d by the filter", started, r.code)
 			}
-			if r := e.getDiscoveryHeader(t, "/apis", http.Header{PeerProxiedHeader: {"true"}, "Accept": {acceptPeerAggregated}}); !r.local {
+			if r := e.getDiscoveryHeader(t, "/apis", http.Header{PeerProxiedHeader: {"true"}, "Accept": {discovery.AcceptV2}}); !r.local {
 				t.Errorf("hook run %v: a peer-proxied request answered %d by the filter", started, r.code)
 			}
 			// Not a discovery document: the chain's.
@@ -336,7 +336,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 	})
 	t.Run("no merged document yet: passed to the chain", func(t *testing.T) {
 		e.f.state.merged.Store(nil)
-		if r := e.getDiscovery(t, "/apis", acceptPeerAggregated, ""); !r.local {
+		if r := e.getDiscovery(t, "/apis", discovery.AcceptV2, ""); !r.local {
 			t.Fatal("served by the filter without a merged document")
 		}
 	})

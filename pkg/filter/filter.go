@@ -236,7 +236,7 @@ func New(opts Options) (*Filter, error) {
 		opts.PeerServerName = nopeer.DefaultPeerServerName
 	}
 	if opts.LocalRefreshInterval == 0 {
-		opts.LocalRefreshInterval = 5 * time.Second
+		opts.LocalRefreshInterval = 30 * time.Second
 	}
 	if opts.RetryAfterSeconds == 0 {
 		opts.RetryAfterSeconds = 5

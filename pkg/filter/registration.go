@@ -56,6 +56,11 @@ type registrar struct {
 	// case; gcInterval is how often a pass looks.
 	retention, maxRetention, gcInterval time.Duration
 	now                                 func() time.Time
+
+	// last is the Lease as the previous renewal wrote it (nil: unknown),
+	// touched only by the renewal loop. Renewing from it saves a read per
+	// renewal; a conflict or a missing Lease falls back to reading it.
+	last *coordinationv1.Lease
 	// departed stops the renewals once the departure is recorded (a
 	// renewal would drop it) and makes a second record a no-op.
 	departed atomic.Bool
@@ -125,15 +130,31 @@ func (r *registrar) renew(ctx context.Context) {
 	defer cancel()
 	name := peerlease.LeaseName(r.serverID)
 	served := r.served(ctx)
-	existing, err := r.leases.Get(rctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		_, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, r.now()), metav1.CreateOptions{})
-	case err == nil:
-		_, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, served, r.now()), metav1.UpdateOptions{})
+	var (
+		written *coordinationv1.Lease
+		err     error
+	)
+	if r.last != nil {
+		written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(r.last, r.serverID, r.endpoint, r.version, served, r.now()), metav1.UpdateOptions{})
 	}
-	if err != nil && ctx.Err() == nil {
-		klog.FromContext(ctx).V(2).Info("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
+	if r.last == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+		// Changed or deleted by someone else (collection, an admin), or
+		// not read yet: read it, and renew what is there.
+		var existing *coordinationv1.Lease
+		existing, err = r.leases.Get(rctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			written, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, r.now()), metav1.CreateOptions{})
+		case err == nil:
+			written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, served, r.now()), metav1.UpdateOptions{})
+		}
+	}
+	r.last = written
+	if err != nil {
+		r.last = nil
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("peerdiscovery filter: renewing the registration lease failed", "lease", name, "err", err)
+		}
 	}
 }
 

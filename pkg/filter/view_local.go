@@ -315,52 +315,56 @@ const (
 	localReadTimeout = 10 * time.Second
 )
 
+// localEventRereads are the reads a change event owes after its first, each
+// delay from the read before: the server's discovery follows a CRD or
+// APIService within moments, mostly within the first delay, and the last
+// catches a discovery controller that is slow under load. With them the
+// periodic read (Options.LocalRefreshInterval) only guards against a
+// missed event: each read, even one answered 304, makes the server
+// marshal its whole /apis once its aggregated discovery cache was
+// invalidated, and kube-aggregator invalidates it every time it resyncs
+// an APIService (every minute each), so a read every 5 s was about a
+// quarter MiB/s of allocations per server at 5,000 GVRs (the bench's
+// allocation profiles: resourceDiscoveryManager.fetchFromCache).
+var localEventRereads = []time.Duration{localRereadDelay, 4 * time.Second}
+
 func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base string, interval time.Duration) {
 	logger := klog.FromContext(ctx)
 	t := time.NewTicker(interval)
 	defer t.Stop()
-	// A change event owes two reads: the local aggregated discovery follows
-	// a CRD or APIService within moments, so one read at once and one
-	// localRereadDelay later. Event-driven reads are at least
-	// localRereadDelay apart: during a burst (a thousand CRDs applied) each
-	// read, a marshal and decode of the whole /apis on both sides, would
-	// otherwise follow the last back to back; the burst's last event is
-	// still read within two delays.
+	// A change event owes a read at once and localEventRereads after it.
+	// Event-driven reads are at least localRereadDelay apart: during a
+	// burst (a thousand CRDs applied) each read, a marshal and decode of
+	// the whole /apis on both sides, would otherwise follow the last back
+	// to back; each event restarts the schedule, so the burst's last event
+	// is read within two delays.
 	var (
 		owed     int
-		next     *time.Timer
+		next     = time.NewTimer(time.Hour)
 		nextC    <-chan time.Time
 		lastRead time.Time
 	)
-	defer func() {
-		if next != nil {
-			next.Stop()
-		}
-	}()
+	next.Stop()
+	defer next.Stop()
 	arm := func(d time.Duration) {
-		if next == nil {
-			next = time.NewTimer(d)
-		} else {
-			next.Reset(d)
-		}
+		next.Reset(d)
 		nextC = next.C
 	}
 	for {
+		tick := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			tick = true // a pending re-read stays as it is
 		case <-nextC:
 			nextC = nil
 			owed--
 		case <-l.refresh:
-			owed = 2
-			if nextC != nil {
-				// A read is already due; it and the one after it cover this
-				// event.
-				continue
-			}
+			owed = 1 + len(localEventRereads)
 			if wait := localRereadDelay - time.Since(lastRead); wait > 0 {
+				// Also when a later re-read was due: this event's first
+				// read comes first.
 				arm(wait)
 				continue
 			}
@@ -370,8 +374,8 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 		if err := l.read(ctx, client, base); err != nil && ctx.Err() == nil {
 			logReadError(logger, "peerdiscovery filter: reading local discovery failed; the last good document stays; will retry", err)
 		}
-		if owed > 0 && nextC == nil {
-			arm(localRereadDelay)
+		if owed > 0 && !tick {
+			arm(localEventRereads[len(localEventRereads)-owed])
 		}
 	}
 }

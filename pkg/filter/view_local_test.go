@@ -27,6 +27,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
 
@@ -78,7 +79,7 @@ func (s *fakeLocalServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
-	w.Header().Set("Content-Type", discoveryListType+";profile=nopeer")
+	w.Header().Set("Content-Type", discovery.AcceptV2+";profile=nopeer")
 	_, _ = w.Write(doc)
 }
 
@@ -208,16 +209,36 @@ func startLocalLoop(t *testing.T) (srv *fakeLocalServer, l *localDiscovery, read
 }
 
 // TestLocalDiscoveryLoop: a change event causes one read at once and one
-// more shortly after, not a read every second from then on; the ticker
-// alone reads at its interval.
+// after each of localEventRereads, not a read every second from then on;
+// the ticker alone reads at its interval.
 func TestLocalDiscoveryLoop(t *testing.T) {
 	_, l, reads := startLocalLoop(t)
 	l.poke()
-	// The event's two reads, then nothing more for several re-read delays.
-	eventually(t, "two reads after a change event", func() bool { return reads() >= 2 })
-	time.Sleep(4 * localRereadDelay)
-	if n := reads(); n != 2 {
-		t.Fatalf("%d reads after one change event and %v, want 2", n, 5*localRereadDelay)
+	want := 1 + len(localEventRereads)
+	eventually(t, "the change event's reads", func() bool { return reads() >= want })
+	time.Sleep(2 * localRereadDelay)
+	if n := reads(); n != want {
+		t.Fatalf("%d reads after one change event, want %d", n, want)
+	}
+}
+
+// TestLocalDiscoveryEventDuringLateReread: an event that comes while only
+// the event schedule's last, late re-read is pending is read within
+// localRereadDelay, not when that re-read is due.
+func TestLocalDiscoveryEventDuringLateReread(t *testing.T) {
+	srv, l, reads := startLocalLoop(t)
+	l.poke()
+	eventually(t, "the first event's first two reads", func() bool { return reads() >= 2 })
+	time.Sleep(localRereadDelay / 2)
+	srv.set("/apis", `"apis-2"`, dgroup("apps", "v1", "deployments"), dgroup("batch", "v1", "jobs"))
+	poked := time.Now()
+	l.poke()
+	eventually(t, "the second event's change read", func() bool { return l.Serves(schemaGVR("batch", "v1", "jobs")) })
+	// Within the least spacing of event reads, and one more for timers
+	// late under -race; the pending re-read was localEventRereads' last
+	// (4 s) after the second read.
+	if took := time.Since(poked); took > 2*localRereadDelay {
+		t.Fatalf("the change was read %v after its event, want within %v", took, 2*localRereadDelay)
 	}
 }
 
@@ -237,7 +258,9 @@ func TestLocalDiscoveryCoalescesEventBursts(t *testing.T) {
 	eventually(t, "the burst's last change read", func() bool { return l.Serves(schemaGVR("batch", "v1", "jobs")) })
 	time.Sleep(3 * localRereadDelay)
 	// One read per delay during the burst (at 0, 1 s and 2 s), the two
-	// after its last event, and one for timers late under -race.
+	// within a delay of its last event (the one after localEventRereads'
+	// last delay comes after this count), and one for timers late under
+	// -race.
 	if n, most := reads(), int(burst/localRereadDelay)+1+2+1; n > most {
 		t.Fatalf("%d reads for %d change events over %v, want at most %d", n, events, burst, most)
 	}

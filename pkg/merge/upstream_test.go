@@ -26,6 +26,7 @@ import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
+	"k8s.io/client-go/discovery"
 )
 
 // Differential tests against upstream's own merge, through its exported API
@@ -33,8 +34,6 @@ import (
 // NewPeerAggregatedDiscoveryHandler fed by a PeerDiscoveryProvider and a real
 // ResourceManager for the local server, queried over HTTP; and the exported
 // TestMergeResources, which is the same mergeResources without HTTP.
-
-const acceptV2 = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 type staticPeers map[string][]apidiscoveryv2.APIGroupDiscovery
 
@@ -78,7 +77,7 @@ func upstreamHTTP(t testing.TB, docs []PeerDocument, exclude func(g, v string) b
 
 	h := aggregated.NewPeerAggregatedDiscoveryHandler(localID, local, peers, "apis")
 	req := httptest.NewRequest(http.MethodGet, "/apis", nil)
-	req.Header.Set("Accept", acceptV2)
+	req.Header.Set("Accept", discovery.AcceptV2)
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	if rec.Code != http.StatusOK {

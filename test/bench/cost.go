@@ -41,15 +41,29 @@ type ProcessCost struct {
 	RSS float64 `json:"rss"`
 	// EarlyRSS is the same over the early window, which starts the
 	// scale's CostSettle after the state change; the window above starts
-	// at CostSteadyAt, past the Go runtime's 2-minute forced GC: RSS
-	// follows the heap goal of a server's last GC, and one that landed
-	// during the change's allocation burst keeps a raised goal until the
-	// next.
+	// at CostSteadyAt, after a GC forced on every server at the early
+	// window's end: RSS follows the heap goal of a server's last GC and
+	// the garbage made since, and a GC that landed during the change's
+	// allocation burst kept a raised goal until the next.
 	EarlyRSS float64       `json:"earlyRSS,omitempty"`
 	CPU      time.Duration `json:"cpu"` // used over the window
 	// HeapProfile is the file (in the output folder) of the heap profile
 	// taken after the window, after a GC (kube-apiservers only).
 	HeapProfile string `json:"heapProfile,omitempty"`
+	// Allocated is what the Go runtime allocated per second over the
+	// steady window, and GCs how many collections ran in it
+	// (kube-apiservers only). RSS rises with the garbage made since the
+	// last GC, so an idle server's allocation rate weighs on its RSS even
+	// when its live heap does not grow.
+	Allocated float64 `json:"allocated,omitempty"`
+	GCs       int     `json:"gcs,omitempty"`
+	// AllocBase is the file of the allocation profile taken, after a GC,
+	// at the early window's end (kube-apiservers only): what the server
+	// allocated from then until HeapProfile is the difference of the two
+	// (hack/bench-report). A profile holds the allocations up to its
+	// process's last GC, so a delta profile over a window in which an idle
+	// server ran no GC holds nothing.
+	AllocBase string `json:"allocBase,omitempty"`
 	// Go is the Go runtime's memory at the window's end, before that GC
 	// (kube-apiservers only): what of the RSS is heap in use, and what the
 	// runtime holds idle without returning it to the OS.
@@ -63,6 +77,10 @@ type GoMemory struct {
 	HeapReleased float64 `json:"heapReleased"`
 	// NextGC is the heap size at which the next GC starts.
 	NextGC float64 `json:"nextGC"`
+	// AllocatedTotal is every byte allocated since the process started,
+	// GCs every collection.
+	AllocatedTotal float64 `json:"allocatedTotal"`
+	GCs            float64 `json:"gcs"`
 }
 
 // CostState is every process of both planes in one state.
@@ -136,6 +154,18 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	for _, p := range procs {
 		_, p.cost.EarlyRSS = p.rss.end()
 	}
+	// Every kube-apiserver of both planes collects here, one after another
+	// within seconds (the profile's gc=1): the steady window then starts
+	// about the same time after a GC on every server, where before each
+	// server's last GC fell where its allocations and the 2-minute forced
+	// GC put it, and that phase moved a server's mean RSS by tens of MiB.
+	servers := procsOfServers(procs, planes)
+	if err := saveHeapProfiles(ctx, planes, dir, func(k int) (*string, string) {
+		p := servers[k]
+		return &p.cost.AllocBase, fmt.Sprintf("allocs-%s-%s-%s.pb.gz", name, p.cost.Routing, p.cost.Component)
+	}); err != nil {
+		return st, err
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Until(quiet.Add(s.CostSteadyAt))):
@@ -143,6 +173,10 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	for _, p := range procs {
 		p.cpu0, _ = cpuTime(p.pid)
 		p.rss = startSampler(time.Second, func() (float64, error) { return rssBytes(p.pid) })
+	}
+	memStart, err := serversGoMemory(ctx, planes)
+	if err != nil {
+		return st, err
 	}
 	select {
 	case <-ctx.Done():
@@ -161,35 +195,79 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	}
 	// The runtime's memory first, then the profiles: the GC each profile
 	// forces would show in both.
-	k := 0
-	for _, pl := range planes {
-		for i := range pl.C.Servers() {
-			m, err := goMemory(ctx, pl, i)
-			if err != nil {
-				return st, err
-			}
-			procs[k].cost.Go = m
-			k++
-		}
-		k += len(pl.C.Extensions())
+	memEnd, err := serversGoMemory(ctx, planes)
+	if err != nil {
+		return st, err
 	}
-	k = 0
-	for _, pl := range planes {
-		for i := range pl.C.Servers() {
-			p := procs[k]
-			k++
-			file := fmt.Sprintf("heap-%s-%s-%s.pb.gz", name, p.cost.Routing, p.cost.Component)
-			if err := heapProfile(ctx, pl, i, filepath.Join(dir, file)); err != nil {
-				return st, err
-			}
-			p.cost.HeapProfile = file
-		}
-		k += len(pl.C.Extensions())
+	for k, p := range servers {
+		p.cost.Go = memEnd[k]
+		p.cost.Allocated = (memEnd[k].AllocatedTotal - memStart[k].AllocatedTotal) / s.CostWindow.Seconds()
+		p.cost.GCs = int(memEnd[k].GCs - memStart[k].GCs)
+	}
+	if err := saveHeapProfiles(ctx, planes, dir, func(k int) (*string, string) {
+		p := servers[k]
+		return &p.cost.HeapProfile, fmt.Sprintf("heap-%s-%s-%s.pb.gz", name, p.cost.Routing, p.cost.Component)
+	}); err != nil {
+		return st, err
 	}
 	for _, p := range procs {
 		st.Processes = append(st.Processes, p.cost)
 	}
 	return st, nil
+}
+
+// forEachServer calls f for every kube-apiserver of every plane, k
+// counting them across the planes in MeasureCost's order.
+func forEachServer(planes []*Plane, f func(k int, pl *Plane, i int)) {
+	k := 0
+	for _, pl := range planes {
+		for i := range pl.C.Servers() {
+			f(k, pl, i)
+			k++
+		}
+	}
+}
+
+// saveHeapProfiles saves every kube-apiserver's heap profile, taken after
+// a GC, one server after another, into dir; fileOf names the k-th
+// server's file and where to record it.
+func saveHeapProfiles(ctx context.Context, planes []*Plane, dir string, fileOf func(k int) (*string, string)) error {
+	var failed error
+	forEachServer(planes, func(k int, pl *Plane, i int) {
+		field, file := fileOf(k)
+		if err := heapProfile(ctx, pl, i, filepath.Join(dir, file)); err != nil && failed == nil {
+			failed = err
+		}
+		*field = file
+	})
+	return failed
+}
+
+// procsOfServers are the kube-apiservers among procs (which list each
+// plane's servers, then its extension replicas), in forEachServer's order.
+func procsOfServers[P any](procs []P, planes []*Plane) []P {
+	var out []P
+	k := 0
+	for _, pl := range planes {
+		out = append(out, procs[k:k+len(pl.C.Servers())]...)
+		k += len(pl.C.Servers()) + len(pl.C.Extensions())
+	}
+	return out
+}
+
+// serversGoMemory reads every kube-apiserver's go_memstats, in
+// forEachServer's order.
+func serversGoMemory(ctx context.Context, planes []*Plane) ([]*GoMemory, error) {
+	var out []*GoMemory
+	var failed error
+	forEachServer(planes, func(_ int, pl *Plane, i int) {
+		m, err := goMemory(ctx, pl, i)
+		if err != nil && failed == nil {
+			failed = err
+		}
+		out = append(out, m)
+	})
+	return out, failed
 }
 
 // goMemory reads kube-apiserver i's go_memstats from /metrics.
@@ -210,6 +288,8 @@ func goMemory(ctx context.Context, pl *Plane, i int) (*GoMemory, error) {
 		"go_memstats_heap_idle_bytes":     &m.HeapIdle,
 		"go_memstats_heap_released_bytes": &m.HeapReleased,
 		"go_memstats_next_gc_bytes":       &m.NextGC,
+		"go_memstats_alloc_bytes_total":   &m.AllocatedTotal,
+		"go_gc_duration_seconds_count":    &m.GCs,
 	}
 	for line := range strings.Lines(string(body)) {
 		name, value, ok := strings.Cut(strings.TrimSpace(line), " ")

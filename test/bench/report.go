@@ -55,6 +55,7 @@ func Markdown(r *Result) string {
 	if r.Cost != nil {
 		costTable(&b, r.Cost, r.Heap)
 		heapTables(&b, r.Cost, r.Heap, r.HeapDiff)
+		allocTable(&b, r.Cost, r.AllocDiff)
 	}
 	b.WriteString("\nMachine load (/proc/loadavg):\n\n")
 	keys := make([]string, 0, len(r.LoadAvg))
@@ -275,10 +276,10 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 	}
 	b.WriteString("\n\n")
 	if len(c.States) > 0 {
-		fmt.Fprintf(b, "Two windows of %s per state: early, %s after both planes were quiet (runs before this one had only this window, and began it 45 s after the state was served everywhere, without waiting for quiet), and steady, %s after: past the Go runtime's 2-minute forced GC, so that a GC which landed during the state change's allocation burst, and the heap goal it raised, no longer decide the figure. The tables below are the steady window's; the means give the early one too.\n\n", last(c).Window, c.Settle, c.SteadyAt)
+		fmt.Fprintf(b, "Two windows of %s per state: early, %s after both planes were quiet (runs before this one had only this window, and began it 45 s after the state was served everywhere, without waiting for quiet), and steady, %s after. At the early window's end every kube-apiserver of both planes is made to collect (a heap profile with gc=1, one server after another), so the steady window starts the same time after a GC on every server: a GC that landed during the state change's allocation burst, the heap goal it raised, and where each server happened to be in its GC cycle no longer decide the figure. The tables below are the steady window's; the means give the early one too.\n\n", last(c).Window, c.Settle, c.SteadyAt)
 	}
-	b.WriteString("Per process: RSS (mean of 1/s samples over the window), CPU over the window (% of one core), live heap after a GC and the filter's part of it (allocated under a peerdiscovery function), from its heap profile.\n\n")
-	b.WriteString("| state | process | this filter: RSS MiB | CPU % | heap MiB | filter's part MiB | upstream: RSS MiB | CPU % | heap MiB |\n|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString("Per process: RSS (mean of 1/s samples over the window), CPU over the window (% of one core), live heap after a GC and the filter's part of it (allocated under a peerdiscovery function), from its heap profile; allocated per second over the window and GCs in it (go_memstats), and the filter's part of the allocations (from the early window's end to the steady window's: the difference of two heap profiles).\n\n")
+	b.WriteString("| state | process | this filter: RSS MiB | CPU % | heap MiB | filter's part MiB | alloc MiB/s | filter's part MiB/s | GCs | upstream: RSS MiB | CPU % | heap MiB | alloc MiB/s | GCs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range c.States {
 		byKey := map[string]map[string]ProcessCost{}
 		var comps []string
@@ -306,17 +307,28 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 				}
 				return mib(f.InUse)
 			}
-			uCells := "– | – | –"
-			if u.Component != "" {
-				uCells = fmt.Sprintf("%s | %s | %s", mib(u.RSS), cpu(u), h(u, false))
+			alloc := func(p ProcessCost) string {
+				if p.Go == nil {
+					return "– | –"
+				}
+				return fmt.Sprintf("%.2f | %d", p.Allocated/(1<<20), p.GCs)
 			}
-			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s |\n", st.Name, name, mib(o.RSS), cpu(o), h(o, false), h(o, true), uCells)
+			allocFilter := "–"
+			if f, ok := heap[o.AllocBase]; ok {
+				allocFilter = fmt.Sprintf("%.3f", f.Filter/(1<<20))
+			}
+			oAlloc, oGCs, _ := strings.Cut(alloc(o), " | ")
+			uCells := "– | – | – | – | –"
+			if u.Component != "" {
+				uCells = fmt.Sprintf("%s | %s | %s | %s", mib(u.RSS), cpu(u), h(u, false), alloc(u))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", st.Name, name, mib(o.RSS), cpu(o), h(o, false), h(o, true), oAlloc, allocFilter, oGCs, uCells)
 		}
 		for _, v := range versionsOf(st) {
 			ours, up := meanRSS(st, "peerdiscovery", v), meanRSS(st, "upstream", v)
 			early := func(p ProcessCost) float64 { return p.EarlyRSS }
 			eOurs, eUp := meanRSSOf(st, "peerdiscovery", v, early), meanRSSOf(st, "upstream", v, early)
-			fmt.Fprintf(b, "| %s | **%s mean** | %s | | | | %s | | (filter − upstream: %+.0f MiB; early window: %s against %s, %+.0f MiB) |\n",
+			fmt.Fprintf(b, "| %s | **%s mean** | %s | | | | | | | %s | | (filter − upstream: %+.0f MiB; early window: %s against %s, %+.0f MiB) | | |\n",
 				st.Name, v, mib(ours), mib(up), (ours-up)/(1<<20), mib(eOurs), mib(eUp), (eOurs-eUp)/(1<<20))
 		}
 	}
@@ -386,20 +398,41 @@ func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, 
 		b.WriteString(" (a stack attribution: objects the filter's informers decode from watch events are allocated on client-go's goroutines, under no filter function, and are only in the difference below)\n\n")
 		break
 	}
-	keys := make([]string, 0, len(diff))
-	for k := range diff {
-		if strings.HasPrefix(k, last.Name+" ") {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
+	for _, k := range keysOfState(diff, last.Name) {
 		fmt.Fprintf(b, "Live heap by allocating function, this filter's servers minus upstream's (%s, means over the servers), largest growths:", k)
 		for _, s := range diff[k] {
 			fmt.Fprintf(b, " %s %+.1f MiB;", s.Function, s.Bytes/(1<<20))
 		}
 		b.WriteString("\n\n")
 	}
+}
+
+// allocTable names, for the last state, the allocating functions that
+// allocated more per second in this filter's servers than in upstream's
+// from the early window's end to the steady window's.
+func allocTable(b *strings.Builder, c *CostResult, diff map[string][]HeapSite) {
+	if len(c.States) == 0 {
+		return
+	}
+	for _, k := range keysOfState(diff, c.States[len(c.States)-1].Name) {
+		fmt.Fprintf(b, "Allocated per second from the early window's end to the steady window's, by allocating function, this filter's servers minus upstream's (%s, means over the servers; the difference of two heap profiles, each after a GC), largest growths:", k)
+		for _, s := range diff[k] {
+			fmt.Fprintf(b, " %s %+.3f MiB/s;", s.Function, s.Bytes/(1<<20))
+		}
+		b.WriteString("\n\n")
+	}
+}
+
+// keysOfState are diff's keys ("<state> <release>") of state, sorted.
+func keysOfState(diff map[string][]HeapSite, state string) []string {
+	var keys []string
+	for k := range diff {
+		if strings.HasPrefix(k, state+" ") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // cpuAreas is the order of the CPU profiles' columns.

@@ -44,6 +44,10 @@ type Result struct {
 	// servers to this filter's (means over the servers).
 	Heap     map[string]HeapFigures `json:"heap,omitempty"`
 	HeapDiff map[string][]HeapSite  `json:"heapDiff,omitempty"`
+	// AllocDiff is HeapDiff for the allocations per second from the early
+	// window's end to the steady window's (Heap holds their figures too,
+	// by the AllocBase file).
+	AllocDiff map[string][]HeapSite `json:"allocDiff,omitempty"`
 	// CPU is filled by hack/bench-report from the CPU profiles, by file.
 	CPU map[string]CPUFigures `json:"cpu,omitempty"`
 }
@@ -78,6 +82,10 @@ type HeapFigures struct {
 	InUse  float64    `json:"inUse"`
 	Filter float64    `json:"filter"`
 	Top    []HeapSite `json:"top,omitempty"`
+	// Seconds is set on allocation figures (what a server allocated
+	// between two heap profiles): the time between them. InUse, Filter
+	// and Top's bytes are then per second.
+	Seconds float64 `json:"seconds,omitempty"`
 }
 
 // HeapSite is one function's share of the filter's part (flat, by the

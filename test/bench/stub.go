@@ -32,6 +32,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
@@ -146,7 +147,7 @@ func countGVRs(ctx context.Context, cfg *rest.Config, suffix string) (int, error
 	}
 	defer client.CloseIdleConnections()
 	body, err := do(ctx, client, http.MethodGet, url(cfg, "/apis"), nil, http.StatusOK,
-		"Accept", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+		"Accept", discovery.AcceptV2)
 	if err != nil {
 		return 0, err
 	}

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	clientdiscovery "k8s.io/client-go/discovery"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
@@ -83,7 +84,7 @@ func TestMergedDiscovery(t *testing.T) {
 			}
 		}
 		// And a 304 for the current ETag.
-		code, _, _ := planetest.Get(t, cluster.AdminConfig(0), "/apis", "Accept", planetest.AcceptAggregated, "If-None-Match", etag0)
+		code, _, _ := planetest.Get(t, cluster.AdminConfig(0), "/apis", "Accept", clientdiscovery.AcceptV2, "If-None-Match", etag0)
 		if code != http.StatusNotModified {
 			return fmt.Errorf("If-None-Match: %d, want 304", code)
 		}

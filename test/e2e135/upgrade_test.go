@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/test/discoverycheck"
@@ -88,12 +89,12 @@ func TestLegacyDiscoveryAndOpenAPI(t *testing.T) {
 func TestMergedDiscoveryIdentical(t *testing.T) {
 	readyPlane(t)
 	planetest.WaitFor(t, time.Minute, "the same /apis and ETag from every server", func() error {
-		code0, h0, body0 := planetest.Get(t, cluster.AdminConfig(v135), "/apis", "Accept", planetest.AcceptAggregated)
+		code0, h0, body0 := planetest.Get(t, cluster.AdminConfig(v135), "/apis", "Accept", discovery.AcceptV2)
 		if code0 != http.StatusOK || h0.Get("ETag") == "" {
 			return fmt.Errorf("v1.35.4 /apis: %d, ETag %q", code0, h0.Get("ETag"))
 		}
 		for i := range cluster.Servers() {
-			code, h, body := planetest.Get(t, cluster.AdminConfig(i), "/apis", "Accept", planetest.AcceptAggregated)
+			code, h, body := planetest.Get(t, cluster.AdminConfig(i), "/apis", "Accept", discovery.AcceptV2)
 			if code != http.StatusOK || h.Get("ETag") != h0.Get("ETag") || !bytes.Equal(body, body0) {
 				return fmt.Errorf("server %d: %d, ETag %q vs %q", i, code, h.Get("ETag"), h0.Get("ETag"))
 			}

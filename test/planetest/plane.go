@@ -25,6 +25,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
@@ -81,7 +82,7 @@ func routingTablesComplete(t testing.TB, c *localcluster.Cluster, via int) error
 	want := map[schema.GroupVersionResource]bool{}
 	for i := range c.Servers() {
 		for _, path := range []string{"/api", "/apis"} {
-			code, _, body := Get(t, c.AdminConfig(i), path, "Accept", AcceptAggregated+";profile=nopeer")
+			code, _, body := Get(t, c.AdminConfig(i), path, "Accept", discovery.AcceptV2+";profile=nopeer")
 			if code != http.StatusOK {
 				return fmt.Errorf("server %d %s: %d %s", i, path, code, body)
 			}

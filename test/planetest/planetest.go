@@ -37,6 +37,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
@@ -44,9 +45,6 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/generated/clientset/versioned"
 	"sigs.k8s.io/peerdiscovery/test/poll"
 )
-
-// AcceptAggregated asks for aggregated discovery (apidiscovery.k8s.io/v2).
-const AcceptAggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 
 // WaitFor calls f every 250ms until it returns nil, and fails the test with
 // f's last error after timeout.
@@ -91,7 +89,7 @@ func Get(t testing.TB, cfg *rest.Config, path string, headers ...string) (int, h
 // returns the groups, the ETag and the document as sent.
 func Aggregated(t testing.TB, cfg *rest.Config, path string, nopeer bool) ([]apidiscoveryv2.APIGroupDiscovery, string, []byte) {
 	t.Helper()
-	accept := AcceptAggregated
+	accept := discovery.AcceptV2
 	if nopeer {
 		accept += ";profile=nopeer"
 	}

@@ -63,7 +63,10 @@ func init() {
 	// aggregator may send to different replicas (410, then client-go's
 	// backoff: a filter's view lagged by up to 30 s). The server is built
 	// on the libraries of Kubernetes DefaultKubeBinaryVersion and behaves
-	// as that release.
+	// as that release. A registered binary version cannot be changed, so
+	// the registry is reset: it holds only k8s.io/apiserver's own
+	// registration at this point (no other component of this binary
+	// registers one).
 	apiservercompatibility.DefaultComponentGlobalsRegistry.Reset()
 	utilruntime.Must(apiservercompatibility.DefaultComponentGlobalsRegistry.Register(basecompatibility.DefaultKubeComponent,
 		basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", ""), utilfeature.DefaultMutableFeatureGate))
@@ -205,7 +208,7 @@ func (o *Options) Config() (*pdapiserver.Config, error) {
 	cfg.OpenAPIV3Config.Info.Title = "peerdiscovery"
 	cfg.OpenAPIV3Config.Info.Version = baseversion.Get().GitVersion
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate
-	cfg.EffectiveVersion = basecompatibility.NewEffectiveVersionFromString(baseversion.DefaultKubeBinaryVersion, "", "")
+	cfg.EffectiveVersion = apiservercompatibility.DefaultComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
 
 	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
 		return nil, err

@@ -35,6 +35,7 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/discovery"
 )
 
 func main() {
@@ -105,7 +106,7 @@ func run(listen, certFile, keyFile, clientCA string, groups, resources int, suff
 	mux := http.NewServeMux()
 	mux.HandleFunc("/apis", func(w http.ResponseWriter, r *http.Request) {
 		if strings.Contains(r.Header.Get("Accept"), "as=APIGroupDiscoveryList") {
-			w.Header().Set("Content-Type", "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList")
+			w.Header().Set("Content-Type", discovery.AcceptV2)
 			_, _ = w.Write(aggregatedJSON)
 			return
 		}
