@@ -50,6 +50,11 @@ func (c *Cluster) CAFile() string { return c.pki.caFile }
 // there with RunInNetwork.
 func (c *Cluster) HelperAddress() string { return c.net.ip(nsIPSuffix).String() }
 
+// HostAddress is the host side of the cluster's veth (10.254.<octet>.1):
+// the components reach a server that a test runs on the host there (an
+// admission webhook, say).
+func (c *Cluster) HostAddress() string { return c.net.ip(hostIPSuffix).String() }
+
 // FrontProxyClientFiles are the certificate and key the kube-apiservers
 // proxy with (--proxy-client-cert-file, --proxy-client-key-file).
 func (c *Cluster) FrontProxyClientFiles() (certFile, keyFile string) {

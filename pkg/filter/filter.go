@@ -274,12 +274,41 @@ func New(opts Options) (*Filter, error) {
 	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
 		return nil, err
 	}
-	// A peer the view marks not ready stops answering: its requests in
-	// flight end at once instead of waiting for a timeout.
 	f.proxy.peerReady = f.state.peerReady
-	f.state.onPeerStopped = f.proxy.inflight.stop
+	f.state.onPeerStopped = f.peerStopped
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
+}
+
+// departureNoticeGrace is how long a peer that the view stopped while its
+// registration Lease still looks live here is given for this server's own
+// Lease watch to show a departure, before its requests in flight are
+// ended. The view comes through an extension replica, the Lease straight
+// from this server's watch cache, so the Lease nearly always arrives
+// first; the grace covers the rest.
+const departureNoticeGrace = 2 * time.Second
+
+// peerStopped is called when the view no longer marks a peer ready. A
+// peer that stopped answering (frozen, cut off, crashed: its Lease lapsed)
+// has its requests in flight ended at once instead of waiting for a
+// timeout. A peer that departed gracefully has not stopped answering: it
+// finishes its requests in flight during its own shutdown, so they run to
+// completion (ending them failed writes the leaving server would have
+// completed: a 504 in the upgrade drill at the SIGTERM of a rolling
+// upgrade). Its new requests go elsewhere all the same: it is not ready.
+func (f *Filter) peerStopped(id string) {
+	switch f.leases.state(id) {
+	case leaseDeparted:
+		return
+	case leaseLive:
+		time.AfterFunc(departureNoticeGrace, func() {
+			if f.leases.state(id) != leaseDeparted && !f.state.peerReady(id) {
+				f.proxy.inflight.stop(id)
+			}
+		})
+	default:
+		f.proxy.inflight.stop(id)
+	}
 }
 
 // WrapHandler wraps the innermost handler of the aggregator chain. c is the

@@ -73,10 +73,12 @@ type target struct {
 //   - reached, any other method: never sent again, and answered 502 (504
 //     on a timeout) without Retry-After, so no client replays it either.
 //
-// An attempt ends at once when the view marks its peer not ready (it
-// stopped answering): it counts as a timeout of that peer, so a read with
-// no response byte written goes on to the next candidate and a write gets
-// 504; a watch's stream ends cleanly and the client watches again.
+// An attempt ends at once when the view marks its peer not ready because it
+// stopped answering (Filter.peerStopped; a peer that departed gracefully
+// finishes its requests in flight instead): it counts as a timeout of that
+// peer, so a read with no response byte written goes on to the next
+// candidate and a write gets 504; a watch's stream ends cleanly and the
+// client watches again.
 func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)

@@ -22,8 +22,9 @@ import (
 )
 
 // errPeerStopped ends the requests in flight to a peer that the view
-// marked not ready (it stopped answering: frozen, cut off, gone). It
-// counts as a timeout: a write it ends gets 504, never a retry.
+// marked not ready because it stopped answering (frozen, cut off, crashed;
+// not one that departed gracefully: Filter.peerStopped). It counts as a
+// timeout: a write it ends gets 504, never a retry.
 var errPeerStopped error = peerStoppedError{}
 
 type peerStoppedError struct{}

@@ -27,10 +27,13 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -209,6 +212,85 @@ func TestStoppedPeerEndsRequestsInFlight(t *testing.T) {
 			t.Fatal("the watch still streams from the stopped peer")
 		}
 	})
+}
+
+// TestDepartedPeerFinishesRequestsInFlight: a write in flight to a peer
+// that the view marks not ready because it departed gracefully (SIGTERM: its
+// Lease records the departure) runs to completion, as the leaving server
+// finishes it during its own shutdown; only a peer that stopped answering
+// has its requests ended. CI's upgrade drill caught the old behaviour: an
+// update proxied to a server at the moment of its SIGTERM got 504.
+func TestDepartedPeerFinishesRequestsInFlight(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// lease is what this server's Lease watch shows when the view stops
+		// the peer; later, what it shows after it (nil: nothing changes).
+		lease, later func(id, endpoint string) *coordinationv1.Lease
+		wantCode     int
+	}{
+		{"departure seen first", departedLease, nil, http.StatusCreated},
+		{"departure seen within the grace", liveLease, departedLease, http.StatusCreated},
+		{"lease lapsed: stopped answering", lapsedLease, nil, http.StatusGatewayTimeout},
+		{"lease live, no departure: stopped after the grace", liveLease, nil, http.StatusGatewayTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, peerHeaderTimeout(10*time.Minute))
+			received := make(chan string, 4)
+			release := make(chan struct{})
+			// Answers once released, or ends with the filter's attempt.
+			leaving := e.newPeer(func(w http.ResponseWriter, r *http.Request) {
+				received <- r.Method
+				select {
+				case <-release:
+					w.WriteHeader(http.StatusCreated)
+				case <-r.Context().Done():
+				}
+			})
+			e.setLocal()
+			tables := []*v1alpha1.PeerRoutingTable{route(widgetsGVR, readyPeer("p1", leaving.endpoint()))}
+			e.setView(tables, peerWithReady("p1", leaving.endpoint(), metav1.ConditionTrue, "1"))
+			done := make(chan *http.Response, 1)
+			go func() {
+				done <- e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{"kind":"Widget"}`)))
+			}()
+			<-received
+			e.f.leases.set(klog.Background(), tc.lease("p1", leaving.endpoint()))
+			start := time.Now()
+			e.markNotReady("p1", tables, peerWithReady("p1", leaving.endpoint(), metav1.ConditionFalse, "2"))
+			if tc.later != nil {
+				time.Sleep(departureNoticeGrace / 4)
+				e.f.leases.set(klog.Background(), tc.later("p1", leaving.endpoint()))
+			}
+			if tc.wantCode == http.StatusCreated {
+				// Past the grace: a stop would have ended the attempt.
+				time.Sleep(departureNoticeGrace + time.Second)
+				close(release)
+			}
+			var resp *http.Response
+			select {
+			case resp = <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("no answer")
+			}
+			body := readBody(t, resp)
+			t.Logf("answered %d after %v", resp.StatusCode, time.Since(start).Round(time.Millisecond))
+			if resp.StatusCode != tc.wantCode {
+				t.Fatalf("%d %s, want %d", resp.StatusCode, body, tc.wantCode)
+			}
+		})
+	}
+}
+
+func liveLease(id, endpoint string) *coordinationv1.Lease {
+	return peerlease.NewRegistrationLease(nil, id, endpoint, "v1.37.2", "", time.Now())
+}
+
+func departedLease(id, endpoint string) *coordinationv1.Lease {
+	return peerlease.MarkDeparted(liveLease(id, endpoint), time.Now(), "")
+}
+
+func lapsedLease(id, endpoint string) *coordinationv1.Lease {
+	return peerlease.NewRegistrationLease(nil, id, endpoint, "v1.37.2", "", time.Now().Add(-time.Minute))
 }
 
 // silentRelay forwards TCP to a peer until frozen; then it holds the

@@ -153,6 +153,31 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 	})
 }
 
+// leaseState is what a server's registration Lease says of it now.
+type leaseState int
+
+const (
+	leaseUnknown  leaseState = iota // no registration Lease (or a broken one)
+	leaseLive                       // renewed, no departure recorded
+	leaseDeparted                   // the server recorded a graceful shutdown
+	leaseLapsed                     // not renewed in time: crashed, frozen or cut off
+)
+
+// state tells what the registration Lease of server id says now.
+func (l *leaseRecords) state(id string) leaseState {
+	s, ok := (*l.servers.Load())[id]
+	switch {
+	case !ok:
+		return leaseUnknown
+	case s.reg.Departed():
+		return leaseDeparted
+	case s.reg.Live(l.now()):
+		return leaseLive
+	default:
+		return leaseLapsed
+	}
+}
+
 // recordedElsewhere returns a live server other than self whose Lease
 // records gvr (the first by ID), if any. Departed and lapsed servers do not
 // count: their tombstones are peerdiscovery's to keep.
