@@ -54,6 +54,15 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 			f.answers.retryLater(w, r, discoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
 			return true
 		}
+		// Past the start the chain answers, as stock kube-apiserver; but
+		// a group or group-version this server does not serve and a live
+		// peer's Lease records is no 404, as for its resources.
+		if p, ok := parseDiscoveryPath(path); ok && f.local.synced() {
+			if p.version == "" {
+				return f.groupRecorded(w, r, p.group)
+			}
+			return f.groupVersionRecorded(w, r, p.groupVersion())
+		}
 		return false
 	}
 	switch {

@@ -223,12 +223,31 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 		}
 	}
 	// In no view at all, but a live peer records serving it.
+	return f.groupRecorded(w, r, name)
+}
+
+// groupRecorded answers 503 with Retry-After, and reports true, for a group
+// this server serves none of and a live peer's registration Lease records
+// (the view has not caught up with that peer, or is not synced). Else the
+// chain answers.
+func (f *Filter) groupRecorded(w http.ResponseWriter, r *http.Request, name string) bool {
 	if gv, id, ok := f.leases.groupRecordedElsewhere(f.serverID, name); ok && !f.local.servesGroup(name) {
 		discoveryServed(endpointGroup, sourceUnavailable)
 		f.groupVersionUnrouted(w, r, gv, id)
 		return true
 	}
 	discoveryServed(endpointGroup, sourceLocal)
+	return false
+}
+
+// groupVersionRecorded is groupRecorded for a group-version's resource list.
+func (f *Filter) groupVersionRecorded(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
+	if id, ok := f.leases.groupVersionRecordedElsewhere(f.serverID, gv); ok && !f.local.servesGroupVersion(gv) {
+		discoveryServed(endpointResourceList, sourceUnavailable)
+		f.groupVersionUnrouted(w, r, gv, id)
+		return true
+	}
+	discoveryServed(endpointResourceList, sourceLocal)
 	return false
 }
 
@@ -248,13 +267,7 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 		// Not found in the routes the filter keeps, which leave out
 		// cluster-wide ones (CRDs, aggregated APIs): the chain serves
 		// those, and peers' Leases record aggregated APIs too.
-		if id, ok := f.leases.groupVersionRecordedElsewhere(f.serverID, gv); ok && !f.local.servesGroupVersion(gv) {
-			discoveryServed(endpointResourceList, sourceUnavailable)
-			f.groupVersionUnrouted(w, r, gv, id)
-			return true
-		}
-		discoveryServed(endpointResourceList, sourceLocal)
-		return false
+		return f.groupVersionRecorded(w, r, gv)
 	default:
 		discoveryServed(endpointResourceList, sourceLocal)
 		return false

@@ -201,6 +201,18 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	e.f.state.isSynced.Store(false)
 	check("unsynced, grace over", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, true)
 	check("unsynced, served here", "/api/v1/namespaces/ns1/pods/p1", nil, false)
+	// The discovery documents too, once the server is past its start (its
+	// post-start hook ran longer ago than the sync grace): a conformance
+	// run in CI read /apis/storagemigration.k8s.io/v1 through a v1.36.3
+	// server whose filter had not synced, and got the chain's 404.
+	e.f.started.Store(true)
+	e.f.syncDeadline.Store(now.Add(-time.Second).UnixNano())
+	check("unsynced, past the start: its group-version's resource list", "/apis/new.example.com/v1", nil, true)
+	check("unsynced, past the start: its group", "/apis/new.example.com", nil, true)
+	check("unsynced, past the start: a group-version served here too", "/apis/metrics.example.com/v1", nil, false)
+	check("unsynced, past the start: recorded nowhere", "/apis/nowhere.example.com/v1", nil, false)
+	e.f.started.Store(false)
+	e.f.syncDeadline.Store(0)
 	e.f.state.isSynced.Store(true)
 
 	// A renewal with a new list, then the Lease deleted.
