@@ -40,6 +40,10 @@ const (
 	CIDuration = 150 * time.Second
 )
 
+// CIClientBounds is the bar of the CI soak's client figures, where ours
+// runs alone: upstream's own figures on CISeed (PEERDISCOVERY_ROUTING=upstream).
+var CIClientBounds *ClientBounds
+
 var (
 	clusters []*localcluster.Cluster
 	routings []localcluster.Routing
@@ -99,6 +103,19 @@ func TestChaos(t *testing.T) {
 	for i, err := range errs {
 		if err != nil {
 			t.Fatalf("%s: %v", routings[i], err)
+		}
+	}
+	// The client figures, ours against upstream's when it ran beside,
+	// else against upstream's measured bound for the CI seed.
+	var upstream *Result
+	for i, r := range results {
+		if routings[i] == localcluster.RoutingUpstream {
+			upstream = r
+		}
+	}
+	for i, r := range results {
+		if routings[i] == localcluster.RoutingPeerDiscovery {
+			r.Violations = append(r.Violations, CheckClients(r, upstream, CIClientBounds, cfg.Rate)...)
 		}
 	}
 	dir, err := writeResults(cfg, results)

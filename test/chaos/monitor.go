@@ -40,12 +40,32 @@ const (
 	// InvInformers: every informer equals a quorum LIST within
 	// InformerBound after each episode's faults healed.
 	InvInformers = "informer not converged"
-	// InvNamespaces: a deleted namespace leaves no object behind.
-	InvNamespaces = "deleted namespace left objects"
+	// InvNamespaces: a deleted namespace is gone by the end check, with
+	// no object left behind (one still Terminating, or whose objects could
+	// not be listed, is no pass).
+	InvNamespaces = "deleted namespace not gone or left objects"
+	// InvUnnecessary5xx: no 502, 503 or 504 while a server could have
+	// answered: one that serves the kind (the receiving server or a
+	// peer) had been running, ready, neither frozen nor CPU-capped, and
+	// reachable from the receiving server from DetectionGrace before the
+	// request until its answer.
+	InvUnnecessary5xx = "unnecessary 5xx"
 )
 
-// Invariants in report order.
-var Invariants = []string{InvFalse404, InvSlowRequest, InvWrites, InvInformers, InvNamespaces}
+// Invariants in report order: those checked as the soak runs, then the
+// client figures (CheckClients, after it).
+var Invariants = append([]string{InvFalse404, InvSlowRequest, InvWrites, InvInformers, InvNamespaces, InvUnnecessary5xx}, ClientInvariants...)
+
+// DetectionGrace is how long a server that came back (restarted, thawed,
+// its CPU cap lifted, a partition healed) may still be missed by the
+// other servers' routing. A restarted server is ready only once the view
+// lists it ready and two more seconds have passed (its /readyz), so by then
+// every filter routes to it already. A server back from a freeze or a CPU
+// cap whose Lease lapsed meanwhile is live again at its next renewal (every
+// 3 s) and ready in the view once the engine read it; the view reaches
+// every filter within a second or two (publish, watch, the table's 50 ms
+// rebuild). 3 s + 2 s.
+const DetectionGrace = 5 * time.Second
 
 // MaxWait is the longest a request may wait on a responsive server.
 const MaxWait = 10 * time.Second
@@ -75,6 +95,10 @@ type serverState struct {
 	// up are the intervals it served: from ready to its exit (end < 0:
 	// still running).
 	up [][2]time.Duration
+	// ready are the intervals it was ready: from ready to the signal
+	// that stopped it (a server sent SIGTERM fails its /readyz at once
+	// and drains until it exits).
+	ready [][2]time.Duration
 	// unresponsive are the intervals it was stopped with SIGSTOP or
 	// CPU-capped (end < 0: still is).
 	unresponsive [][2]time.Duration
@@ -93,8 +117,11 @@ type Monitor struct {
 	// found: a long soak shows them while it runs.
 	notify func(Violation)
 
-	mu         sync.Mutex
-	servers    []serverState
+	mu      sync.Mutex
+	servers []serverState
+	// partitions are the intervals each pair of servers (lower index
+	// first) could not reach each other.
+	partitions map[[2]int][][2]time.Duration
 	events     []Event
 	violations []Violation
 	lastOf     map[string]time.Duration // invariant/kind -> last violation
@@ -104,9 +131,12 @@ type Monitor struct {
 // each kind to the servers that serve it; tombstone is the extension's
 // --tombstone-period.
 func NewMonitor(servers int, served map[string][]int, tombstone time.Duration) *Monitor {
-	m := &Monitor{tombstone: tombstone, served: served, servers: make([]serverState, servers), lastOf: map[string]time.Duration{}}
+	m := &Monitor{tombstone: tombstone, served: served, servers: make([]serverState, servers), lastOf: map[string]time.Duration{},
+		partitions: map[[2]int][][2]time.Duration{}}
 	for i := range m.servers {
 		m.servers[i].up = [][2]time.Duration{{0, -1}}
+		// Ready well before the workload started.
+		m.servers[i].ready = [][2]time.Duration{{-time.Hour, -1}}
 	}
 	return m
 }
@@ -118,21 +148,35 @@ func (m *Monitor) Event(e Event) {
 	m.events = append(m.events, e)
 }
 
+// closeOpen ends the last interval of ivs at t if it is open.
+func closeOpen(ivs [][2]time.Duration, t time.Duration) {
+	if n := len(ivs); n > 0 && ivs[n-1][1] < 0 {
+		ivs[n-1][1] = t
+	}
+}
+
+// Stopping: server i was sent the signal that stops it at t; it is not
+// ready from then on, though it may still drain its requests.
+func (m *Monitor) Stopping(i int, t time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	closeOpen(m.servers[i].ready, t)
+}
+
 // Exited: server i stopped serving at t (its process is gone).
 func (m *Monitor) Exited(i int, t time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	up := m.servers[i].up
-	if n := len(up); n > 0 && up[n-1][1] < 0 {
-		up[n-1][1] = t
-	}
+	closeOpen(m.servers[i].up, t)
+	closeOpen(m.servers[i].ready, t)
 }
 
-// Ready: server i serves again from t.
+// Ready: server i serves again, and is ready, from t.
 func (m *Monitor) Ready(i int, t time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.servers[i].up = append(m.servers[i].up, [2]time.Duration{t, -1})
+	m.servers[i].ready = append(m.servers[i].ready, [2]time.Duration{t, -1})
 }
 
 // Unresponsive: server i is stopped or CPU-capped from t (on) until
@@ -147,10 +191,24 @@ func (m *Monitor) Unresponsive(i int, t time.Duration) {
 func (m *Monitor) Responsive(i int, t time.Duration) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	u := m.servers[i].unresponsive
-	if n := len(u); n > 0 && u[n-1][1] < 0 {
-		u[n-1][1] = t
-	}
+	closeOpen(m.servers[i].unresponsive, t)
+}
+
+func pair(i, j int) [2]int { return [2]int{min(i, j), max(i, j)} }
+
+// Partitioned: servers i and j cannot reach each other from t until
+// Healed.
+func (m *Monitor) Partitioned(i, j int, t time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.partitions[pair(i, j)] = append(m.partitions[pair(i, j)], [2]time.Duration{t, -1})
+}
+
+// Healed: servers i and j reach each other again from t.
+func (m *Monitor) Healed(i, j int, t time.Duration) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	closeOpen(m.partitions[pair(i, j)], t)
 }
 
 // covered says whether some server that serves kind is live at t or
@@ -194,11 +252,18 @@ func (m *Monitor) Sample(s workload.Sample) {
 
 // Attempt checks one HTTP attempt: it may wait more than MaxWait only on
 // a server that was itself unresponsive or not running at some moment of
-// it.
+// it, and it may be answered 502, 503 or 504 only when no server could
+// have answered it.
 func (m *Monitor) Attempt(a workload.Attempt) {
-	if a.Took <= MaxWait {
-		return
+	if a.Took > MaxWait {
+		m.slow(a)
 	}
+	if a.Code == 502 || a.Code == 503 || a.Code == 504 {
+		m.unnecessary5xx(a)
+	}
+}
+
+func (m *Monitor) slow(a workload.Attempt) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	st := m.servers[a.Server]
@@ -212,6 +277,39 @@ func (m *Monitor) Attempt(a workload.Attempt) {
 	}
 	m.add(Violation{Invariant: InvSlowRequest, At: a.At, Server: a.Server,
 		Detail: fmt.Sprintf("%s %s via kube-apiserver-%d: %s after %.1fs", a.Method, a.Path, a.Server, code, a.Took.Seconds())})
+}
+
+// unnecessary5xx records a 5xx answer of a.Server for a kind that some
+// server could have answered: one that serves it was ready, responsive
+// and reachable from a.Server from DetectionGrace before the attempt to
+// its end (a server that went away during the attempt may have had the
+// request). A receiving server that was itself frozen or CPU-capped
+// during the attempt is excused: its own slowness, not its routing,
+// answered.
+func (m *Monitor) unnecessary5xx(a workload.Attempt) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	servers, known := m.served[a.Kind]
+	if !known {
+		return
+	}
+	from, to := a.At-DetectionGrace, a.At+a.Took
+	if overlaps(m.servers[a.Server].unresponsive, a.At, to) {
+		return
+	}
+	for _, c := range servers {
+		st := m.servers[c]
+		if !within(st.ready, from, to) || overlaps(st.unresponsive, from, to) {
+			continue
+		}
+		if c != a.Server && overlaps(m.partitions[pair(a.Server, c)], from, to) {
+			continue
+		}
+		m.add(Violation{Invariant: InvUnnecessary5xx, At: a.At, Server: a.Server, Kind: a.Kind,
+			Detail: fmt.Sprintf("%s %s via kube-apiserver-%d: %d after %.1fs, while kube-apiserver-%d serving %s had been ready and reachable since %.1fs",
+				a.Method, a.Path, a.Server, a.Code, a.Took.Seconds(), c, a.Kind, from.Seconds())})
+		return
+	}
 }
 
 // within says whether one up interval holds all of [from, to].

@@ -88,6 +88,60 @@ func TestMonitorWaits(t *testing.T) {
 	}
 }
 
+// A 502, 503 or 504 is unnecessary when a server serving the kind had
+// been ready, responsive and reachable from the receiving server for the
+// detection grace before the attempt and throughout it.
+func TestMonitorUnnecessary5xx(t *testing.T) {
+	// svm: server 2 only; configmaps: every server.
+	m := NewMonitor(3, map[string][]int{"svm": {2}, "configmaps": {0, 1, 2}}, 60*s)
+	m.Stopping(2, 100*s) // SIGTERM at 100 s
+	m.Exited(2, 105*s)
+	m.Ready(2, 150*s)
+	m.Unresponsive(2, 200*s) // frozen 200-220 s
+	m.Responsive(2, 220*s)
+	m.Partitioned(2, 0, 300*s) // 0 and 2 cut off 300-320 s
+	m.Healed(0, 2, 320*s)
+	m.Unresponsive(1, 400*s) // server 1 capped 400-500 s
+	m.Responsive(1, 500*s)
+	for _, c := range []struct {
+		at, took time.Duration
+		server   int
+		kind     string
+		code     int
+		violates bool
+	}{
+		{10 * s, s, 0, "svm", 503, true},          // server 2 ready all along
+		{2 * s, s, 0, "svm", 503, true},           // ready since before the start
+		{10 * s, s, 0, "svm", 502, true},          // 502 too
+		{10 * s, s, 0, "svm", 504, true},          // and 504
+		{10 * s, s, 0, "svm", 500, false},         // not an unavailable answer
+		{10 * s, s, 0, "svm", 429, false},         // nor a 429
+		{10 * s, s, 0, "other", 503, false},       // not a workload kind
+		{99 * s, 2 * s, 0, "svm", 503, false},     // SIGTERM during the attempt
+		{120 * s, s, 0, "svm", 503, false},        // stopped
+		{152 * s, s, 0, "svm", 503, false},        // back, within the grace
+		{156 * s, s, 0, "svm", 503, true},         // back for longer than the grace
+		{210 * s, s, 0, "svm", 503, false},        // frozen
+		{223 * s, s, 0, "svm", 503, false},        // thawed within the grace
+		{226 * s, s, 0, "svm", 503, true},         // thawed for longer
+		{310 * s, s, 0, "svm", 503, false},        // 0 cannot reach 2
+		{310 * s, s, 1, "svm", 503, true},         // 1 can
+		{324 * s, s, 0, "svm", 503, false},        // healed within the grace
+		{310 * s, s, 0, "configmaps", 503, true},  // 0 serves it itself
+		{450 * s, s, 1, "configmaps", 503, false}, // the receiving server was capped
+		{450 * s, s, 0, "configmaps", 503, true},
+	} {
+		before := len(m.Violations())
+		m.Attempt(workload.Attempt{At: c.at, Took: c.took, Server: c.server, Kind: c.kind, Method: "GET", Path: "/x", Code: c.code})
+		if got := len(m.Violations()) - before; got != map[bool]int{true: 1, false: 0}[c.violates] {
+			t.Errorf("%+v: %d violations", c, got)
+		}
+	}
+	if v := m.Violations(); len(v) > 0 && (v[0].Invariant != InvUnnecessary5xx || !strings.Contains(v[0].Detail, "kube-apiserver-2 serving svm")) {
+		t.Errorf("first violation %+v", v[0])
+	}
+}
+
 // Violations less than incidentGap apart make one incident, printed with
 // the timeline before it.
 func TestIncidents(t *testing.T) {
@@ -127,10 +181,10 @@ func TestSummary(t *testing.T) {
 		{r(2, "peerdiscovery", InvSlowRequest), r(2, "upstream", InvFalse404)},
 	})
 	for _, want := range []string{
-		"| 1 | 0 | upstream | 2 | 0 | 0 | 0 | 1 | **3** |",
-		"| 2 | 0 | peerdiscovery | 0 | 1 | 0 | 0 | 0 | **1** |",
-		"| all | | **peerdiscovery** | **0** | **1** | **0** | **0** | **0** | **1** |",
-		"| all | | **upstream** | **3** | **0** | **0** | **0** | **1** | **4** |",
+		"| 1 | 0 | upstream | 2 | 0 | 0 | 0 | 1 | 0 | 0 | 0 | 0 | 0 | **3** |",
+		"| 2 | 0 | peerdiscovery | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | 0 | **1** |",
+		"| all | | **peerdiscovery** | **0** | **1** | **0** | **0** | **0** | **0** | **0** | **0** | **0** | **0** | **1** |",
+		"| all | | **upstream** | **3** | **0** | **0** | **0** | **1** | **0** | **0** | **0** | **0** | **0** | **4** |",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("missing %q in\n%s", want, got)

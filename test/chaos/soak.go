@@ -319,9 +319,19 @@ func Run(ctx context.Context, c *localcluster.Cluster, routing localcluster.Rout
 	res.Namespaces = workload.CheckNamespaces(nctx, rec.Namespaces, Kinds, clientFor, s.w.Since)
 	cancel()
 	for _, n := range res.Namespaces {
-		if len(n.Left) > 0 {
-			s.m.Violate(Violation{Invariant: InvNamespaces, At: n.Deleted, Server: -1,
-				Detail: fmt.Sprintf("namespace %s, deleted at %.1fs, gone %.1fs later, left %d objects: %s", n.Name, n.Deleted.Seconds(), n.GoneAfter.Seconds(), len(n.Left), strings.Join(first(n.Left, 5), ", "))})
+		// A namespace that is not gone, or whose objects could not be
+		// listed, was not shown to be clean: that is no pass.
+		detail := ""
+		switch {
+		case !n.Gone:
+			detail = fmt.Sprintf("namespace %s, deleted at %.1fs, still there (Terminating) when the check ended %s after the workload", n.Name, n.Deleted.Seconds(), namespaceBound)
+		case n.Err != "":
+			detail = fmt.Sprintf("namespace %s, deleted at %.1fs, gone %.1fs later, not checked: %s", n.Name, n.Deleted.Seconds(), n.GoneAfter.Seconds(), n.Err)
+		case len(n.Left) > 0:
+			detail = fmt.Sprintf("namespace %s, deleted at %.1fs, gone %.1fs later, left %d objects: %s", n.Name, n.Deleted.Seconds(), n.GoneAfter.Seconds(), len(n.Left), strings.Join(first(n.Left, 5), ", "))
+		}
+		if detail != "" {
+			s.m.Violate(Violation{Invariant: InvNamespaces, At: n.Deleted, Server: -1, Detail: detail})
 		}
 	}
 	res.ControllerManagerRestarts = len(c.ControllerManagerRestarts())
@@ -407,6 +417,7 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 			sig, name = syscall.SIGTERM, "SIGTERM"
 		}
 		s.event(Event{Text: fmt.Sprintf("%s kube-apiserver-%d", name, i), Fault: f.Kind})
+		m.Stopping(i, w.Since())
 		lag := time.AfterFunc(healthCheckLag, func() { w.SetInRotation(i, false) })
 		err := c.KillAPIServer(i, sig)
 		m.Exited(i, w.Since())
@@ -450,6 +461,8 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 	case Partition:
 		i, j := f.Servers[0], f.Servers[1]
 		s.event(Event{Text: fmt.Sprintf("partition kube-apiserver-%d | kube-apiserver-%d", i, j), Fault: f.Kind})
+		// From before the rules are in: they cut connections at once.
+		m.Partitioned(i, j, w.Since())
 		if err := c.PartitionAPIServers(i, j); err != nil {
 			return err
 		}
@@ -459,6 +472,7 @@ func (s *soak) fault(ctx context.Context, f Fault) error {
 		if err := c.HealPartition(i, j); err != nil {
 			return err
 		}
+		m.Healed(i, j, w.Since())
 		s.event(Event{Text: fmt.Sprintf("partition kube-apiserver-%d | kube-apiserver-%d healed", i, j), Fault: f.Kind, Heal: true})
 	case SlowServer:
 		i := f.Servers[0]

@@ -28,6 +28,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/sets"
+	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
@@ -88,9 +91,12 @@ type Attempt struct {
 	Took  time.Duration `json:"took"`
 	Phase int           `json:"phase"`
 	// Server is the kube-apiserver it was sent to.
-	Server     int    `json:"server"`
-	Method     string `json:"method"`
-	Path       string `json:"path"`
+	Server int    `json:"server"`
+	Method string `json:"method"`
+	Path   string `json:"path"`
+	// Kind is the workload's kind of the path's resource ("namespaces"
+	// for the namespace lifecycle; "" for another path).
+	Kind       string `json:"kind,omitempty"`
 	Code       int    `json:"code"`
 	RetryAfter bool   `json:"retryAfter,omitempty"`
 }
@@ -219,7 +225,7 @@ type recorder struct {
 func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	at := r.w.Since()
 	resp, err := r.next.RoundTrip(req)
-	a := Attempt{At: at, Took: r.w.Since() - at, Phase: int(r.w.phase.Load()), Server: r.server, Method: req.Method, Path: req.URL.Path}
+	a := Attempt{At: at, Took: r.w.Since() - at, Phase: int(r.w.phase.Load()), Server: r.server, Method: req.Method, Path: req.URL.Path, Kind: r.w.kindOf(req)}
 	if err == nil {
 		a.Code, a.RetryAfter = resp.StatusCode, resp.Header.Get("Retry-After") != ""
 	}
@@ -230,6 +236,27 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 		r.w.cfg.OnAttempt(a)
 	}
 	return resp, err
+}
+
+// requestInfo parses paths as kube-apiserver does.
+var requestInfo = &apirequest.RequestInfoFactory{APIPrefixes: sets.NewString("api", "apis"), GrouplessAPIPrefixes: sets.NewString("api")}
+
+// kindOf names the workload's kind of a request's resource, "" if none.
+func (w *Workload) kindOf(req *http.Request) string {
+	info, err := requestInfo.NewRequestInfo(req)
+	if err != nil || !info.IsResourceRequest {
+		return ""
+	}
+	gvr := schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource}
+	if gvr == NamespacesGVR {
+		return NamespacesGVR.Resource
+	}
+	for _, k := range w.cfg.Kinds {
+		if k.GVR == gvr {
+			return k.Name
+		}
+	}
+	return ""
 }
 
 // Run issues operations at the configured rate, and the namespace
