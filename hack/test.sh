@@ -16,116 +16,174 @@
 # Runs every test: static checks, generated-code check, unit and
 # integration tests with the race detector, and the end-to-end suites on a
 # real local mixed-version control plane (test/conformance among them:
-# upstream's own e2e tests through each kube-apiserver). This is the README's test command
-# and what .ci/run calls. Binaries are cached under _output/.
+# upstream's own e2e tests through each kube-apiserver). This is the README's
+# test command and what .ci/run calls. Binaries are cached under _output/.
+#
+# Its shape (docs/testing.md, "CI's time"): the quick static checks; the
+# binaries the end-to-end packages run; then, side by side, four end-to-end
+# lanes and one track of everything else (the node components and images,
+# go vet, generated code, the unit and scale tests, the filter's compile
+# against v1.35, the monitoring checks). The lanes mostly wait, on
+# controllers, shutdown delays, settle times and fault holds; the track is
+# CPU-bound and runs niced, so it takes the cores the lanes leave and gives
+# them back when a lane needs them. The node plane's lane waits for the
+# track's images. At the end: the stage table, and the budget
+# (hack/ci-budget.tsv): 45 minutes cold, 15 warm.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"
 
 # Not "start": stage::run has a local of that name, and a stage that fails
 # exits through the EXIT trap below inside its scope.
 test_start=$(date +%s)
-# Every stage's seconds and whether a build was cached, printed at the end
-# (also when a stage fails): the table in docs/testing.md ("CI's time") comes from it.
 export PEERDISCOVERY_STAGE_FILE="${OUTPUT_DIR}/test-stages.tsv"
 mkdir -p "${OUTPUT_DIR}"
 : >"${PEERDISCOVERY_STAGE_FILE}"
+# Cold: no kube-apiserver built yet (every binary is cached under
+# _output/bin, so their absence means an empty cache).
+run_kind=warm
+compgen -G "${BIN_DIR}/kube-apiserver-v*/kube-apiserver" >/dev/null || run_kind=cold
 report() {
   local rc=$?
   echo
   stage::table
-  log::info "hack/test.sh: rc ${rc} in $(($(date +%s) - test_start))s"
+  stage::budget "${run_kind}" "$(($(date +%s) - test_start))" "${REPO_ROOT}/hack/ci-budget.tsv"
+  log::info "hack/test.sh: rc ${rc} in $(($(date +%s) - test_start))s (${run_kind})"
 }
 trap report EXIT
 
 # CI builds and tests the supported releases, DEFAULT_KUBE_VERSIONS
-# (v1.36.3, v1.37.2). v1.35.4 and test/e2e135, the upgrade from it, run on
-# demand (docs/testing.md): about 6 of a cold run's minutes for a release the
-# design does not support.
+# (v1.36.3, v1.37.2). kube-apiserver v1.35.4 and test/e2e135, the upgrade
+# from it, run on demand (docs/testing.md); the filter's compile against
+# v1.35's libraries runs here, in the track.
 export KUBE_VERSIONS="${DEFAULT_KUBE_VERSIONS}"
 
-# The static checks (hack/verify.sh): gofmt, license headers, vet, generated
-# code; each records its own stage. The filter's compile constraint against
-# every release is checked by the kube-apiserver builds below.
-PEERDISCOVERY_KUBE_APISERVER_BUILDS_FOLLOW=1 hack/verify.sh
+# The track tells the lanes what it built with files here.
+READY_DIR="${OUTPUT_DIR}/test-ready"
+rm -rf "${READY_DIR}"
+mkdir -p "${READY_DIR}"
 
-# The builds, one stage per binary (cached or built).
-hack/build-all.sh
+# 1. Seconds: gofmt, license headers.
+hack/verify.sh quick
 
-stage::run "verify deploy manifests" hack/verify-manifests.sh
-
-# The container images (OCI archives, no daemon; hack/build-all.sh built
-# their binaries) and hack/images's checks of them: user, entrypoint, no
-# shell, static binaries, the filter in kube-apiserver, the Dockerfile's
-# build flags.
-stage::run "container images (hack/build-images.sh)" hack/build-images.sh
-image_checks() { (cd hack/images && go vet ./... && PEERDISCOVERY_IMAGES_REQUIRED=1 go test -count=1 ./...); }
-stage::run "container image checks (hack/images)" image_checks
-
-# The unit tests (hack/test-unit.sh), one stage.
-hack/test-unit.sh
-
-# The packages below start real binaries from _output/bin, which go test
-# does not count among a package's inputs: -count=1 so that no result is
-# ever served from the test cache.
-scale_tests() {
-  # Static (CGO_ENABLED=0), as the release builds: the libraries compiled
-  # for kube-apiserver and peerdiscovery-apiserver serve these tests too.
-  CGO_ENABLED=0 go test -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 |
-    tee "${OUTPUT_DIR}/scale-test.log" | grep -E '^(--- |ok|FAIL|PASS)|scale:|heap'
-  return "${PIPESTATUS[0]}"
-}
-stage::run "scale tests: 5 peers x 5,000 GVRs (no race detector, which multiplies memory and time)" scale_tests
-
+# 2. What every control plane runs (one stage per binary, cached or built),
+# upstream's e2e.test (test/conformance, the longest lane, then starts with
+# the others instead of waiting for it at the end of a cold run), and the
+# packages the tests install.
+hack/build-all.sh plane conformance
 stage::run "test dependencies (the Kubernetes Python client)" hack/install-test-deps.sh
 stage::run "node dependencies (containerd, runc, CNI plugins, iptables)" hack/install-node-deps.sh
-node_cleanup_test() {
-  # -race: the unit tests' build of this package, linked already.
-  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -run '^TestNodeCleanupAfterCrash$' ./internal/localcluster
-}
-stage::run "the node-based plane's cleanup after a crashed harness (containerd, kubelet, a Pod)" node_cleanup_test
 
-# These packages start real etcd and kube-apiservers from _output/bin in
-# network namespaces of their own (a subnet each); PEERDISCOVERY_E2E=1 turns
-# them on. Three lanes side by side: upstream's conformance suite alone;
-# the upgrade drill, the node-based plane and the chaos soak (test/chaos:
-# seed 4923, 150 s of episodes), which mostly wait (on controllers,
-# kubelets, shutdown delays, settle times, fault holds); and the other
-# packages, one at a time. Beside them runs hack/verify-monitoring.sh
-# (promtool check and test rules, the dashboard's queries), a stage of its
-# own: warm it takes a second, but cold (empty Go build cache) it took 300-350 s
-# building promtool, which CI's budget has no room for in a row. The
-# packages that run on demand only (docs/testing.md) are not built here;
-# go vet above type-checks them.
+# 3. The end-to-end packages, compiled once before the lanes start (each
+# lane's go test would otherwise compile the same dependencies at the same
+# time). They start real binaries from _output/bin, which go test does not
+# count among a package's inputs: -count=1 so that no result is ever served
+# from the test cache. -race: the harness (the workload, the monitors, the
+# planes) runs under the race detector too; this compile of the dependencies
+# is the one go vet and the unit tests reuse.
+lane_packages=(./test/e2e ./test/conformance ./test/controllers ./test/nodeplane ./test/upgradedrill ./test/chaos)
+# The packages that run on demand only (docs/testing.md) start no plane
+# here; their control-plane-free tests run with the unit tests.
+on_demand=(./test/e2e135 ./test/alerts ./test/bench ./test/crdchurn ./test/relist)
+others="$(printf '%s|' "${lane_packages[@]#./}" "${on_demand[@]#./}")"
+# -race as in the run: a package built only without it (test/scale) drops out.
+mapfile -t rest_packages < <(go list -race ./test/... | grep -v -E "^${MAIN_MODULE}/(${others%|})(/|\$)")
+compile_e2e() {
+  # Without PEERDISCOVERY_E2E each TestMain starts no plane; -run '^$'
+  # runs no test.
+  go test -race -count=1 -run '^$' "${lane_packages[@]}" "${rest_packages[@]}" >"${OUTPUT_DIR}/e2e-compile.log" 2>&1 ||
+    { tail -50 "${OUTPUT_DIR}/e2e-compile.log"; return 1; }
+}
+stage::run "compile the end-to-end packages (race detector)" compile_e2e
+
 e2e() {
   PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -p 1 -timeout 60m "$@"
 }
-end_to_end() {
-  local conformance=(./test/conformance) waiting=(./test/upgradedrill ./test/nodeplane ./test/chaos) busy
-  local on_demand=(./test/e2e135 ./test/alerts ./test/bench ./test/crdchurn ./test/relist)
-  local logs=("${OUTPUT_DIR}/e2e-test.log" "${OUTPUT_DIR}/e2e-test-conformance.log" "${OUTPUT_DIR}/e2e-test-waiting.log")
-  local pids=() rc=0 p monitoring_pid monitoring_rc=0
-  # -race as in the run: a package built only without it (test/scale) drops out.
-  local others
-  others="$(printf '%s|' "${conformance[@]#./}" "${waiting[@]#./}" "${on_demand[@]#./}")"
-  mapfile -t busy < <(go list -race ./test/... | grep -v -E "^${MAIN_MODULE}/(${others%|})(/|\$)")
-  stage::run "monitoring checks, beside the end-to-end lanes (promtool check and test rules, dashboard queries)" \
-    hack/verify-monitoring.sh >"${OUTPUT_DIR}/verify-monitoring.log" 2>&1 &
-  monitoring_pid=$!
-  e2e "${conformance[@]}" >"${logs[1]}" 2>&1 &
+
+# await NAME WHAT: until the track marked NAME ready; fails when the track
+# failed first.
+await() {
+  until [[ -e "${READY_DIR}/${1}" ]]; do
+    [[ ! -e "${READY_DIR}/track-failed" ]] || die "not running ${2}: the track failed before it built ${1}"
+    sleep 2
+  done
+}
+
+# The lanes, balanced by their packages' measured seconds (docs/testing.md):
+# each is a stage, with one row per package under it.
+lane_e2e() { e2e ./test/e2e "${rest_packages[@]}"; }
+lane_conformance() { e2e ./test/conformance; }
+lane_controllers() {
+  local rc=0
+  e2e ./test/controllers || rc=$?
+  await images "test/nodeplane"
+  e2e ./test/nodeplane || rc=$?
+  return "${rc}"
+}
+lane_faults() { e2e ./test/upgradedrill ./test/chaos; }
+lanes=(e2e conformance controllers faults)
+
+# 4. The track, niced: every other build and check, the ones a lane waits
+# for (the node plane's images) first. A failure marks it, so that no lane
+# waits for ever.
+image_checks() { (cd hack/images && go vet ./... && PEERDISCOVERY_IMAGES_REQUIRED=1 go test -count=1 ./...); }
+node_cleanup_test() {
+  # -race: the compile above serves it.
+  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -run '^TestNodeCleanupAfterCrash$' ./internal/localcluster
+}
+scale_tests() {
+  # Static (CGO_ENABLED=0, -trimpath), as the release builds: the libraries
+  # compiled for kube-apiserver and peerdiscovery-apiserver serve these
+  # tests too. No race detector, which multiplies memory and time.
+  CGO_ENABLED=0 go test -trimpath -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 |
+    tee "${OUTPUT_DIR}/scale-test.log" | grep -E '^(--- |ok|FAIL|PASS)|scale:|heap'
+  return "${PIPESTATUS[0]}"
+}
+track() {
+  hack/build-all.sh node &&
+    stage::run "container images (hack/build-images.sh)" hack/build-images.sh &&
+    stage::run "container image checks (hack/images)" image_checks &&
+    touch "${READY_DIR}/images" &&
+    stage::run "verify deploy manifests" hack/verify-manifests.sh &&
+    stage::run "the node-based plane's cleanup after a crashed harness (containerd, kubelet, a Pod)" node_cleanup_test &&
+    hack/verify.sh vet codegen &&
+    hack/test-unit.sh &&
+    stage::run "scale tests: 5 peers x 5,000 GVRs" scale_tests &&
+    KUBE_VERSIONS="v1.35.4" hack/verify.sh filter-builds &&
+    stage::run "monitoring checks (promtool check and test rules, dashboard queries)" hack/verify-monitoring.sh
+}
+
+stage::run_side_by_side() {
+  local pids=() names=() rc=0 i name
+  for name in "${lanes[@]}"; do
+    stage::run "lane ${name}" "lane_${name}" >"${OUTPUT_DIR}/e2e-test-${name}.log" 2>&1 &
+    pids+=($!)
+    names+=("lane ${name}")
+  done
+  (
+    renice -n 10 -p "${BASHPID}" >/dev/null
+    track >"${OUTPUT_DIR}/test-track.log" 2>&1 || { touch "${READY_DIR}/track-failed"; exit 1; }
+  ) &
   pids+=($!)
-  e2e "${waiting[@]}" >"${logs[2]}" 2>&1 &
-  pids+=($!)
-  e2e "${busy[@]}" 2>&1 | tee "${logs[0]}" || rc=$?
-  for p in "${pids[@]}"; do wait "${p}" || rc=$?; done
-  wait "${monitoring_pid}" || monitoring_rc=$?
-  cat "${logs[@]:1}" "${OUTPUT_DIR}/verify-monitoring.log"
-  # One line per package, with its own seconds, into the table.
-  grep -hE '^(ok|FAIL|---)[[:space:]]+sigs.k8s.io/peerdiscovery/test/' "${logs[@]}" |
+  names+=("track")
+  for i in "${!pids[@]}"; do
+    if ! wait "${pids[i]}"; then
+      rc=1
+      log::error "${names[i]} failed"
+    fi
+  done
+  for name in "${lanes[@]}"; do
+    log::info "=== lane ${name} (${OUTPUT_DIR}/e2e-test-${name}.log)"
+    grep -E '^(ok|FAIL|---|panic)|^[[:space:]]+[a-z_]+_test\.go:[0-9]+:' "${OUTPUT_DIR}/e2e-test-${name}.log" | head -200 || true
+  done
+  log::info "=== track (${OUTPUT_DIR}/test-track.log)"
+  grep -E '^\[|^(ok|FAIL|---)' "${OUTPUT_DIR}/test-track.log" | tail -60 || true
+  # One row per end-to-end package, with its own seconds, into the table.
+  grep -hE '^(ok|FAIL)[[:space:]]+sigs.k8s.io/peerdiscovery/test/' "${OUTPUT_DIR}"/e2e-test-*.log |
     awk '{ t = $NF; sub(/s$/, "", t); printf "  %s %s\t%d\t%s\n", $1, $2, t, ($1 == "ok" ? "ran (-count=1)" : "failed") }' |
     sed 's|sigs.k8s.io/peerdiscovery/||' >>"${PEERDISCOVERY_STAGE_FILE}" || true
-  ((rc == 0)) || die "end-to-end tests failed (logs: ${OUTPUT_DIR}/e2e-test*.log)"
-  ((monitoring_rc == 0)) || die "monitoring checks failed (log: ${OUTPUT_DIR}/verify-monitoring.log)"
+  return "${rc}"
 }
-stage::run "integration and end-to-end tests on real binaries (race detector, -count=1); the monitoring checks beside them" end_to_end
+stage::run "end-to-end lanes and the track, side by side" stage::run_side_by_side ||
+  die "end-to-end tests or the track failed (logs: ${OUTPUT_DIR}/e2e-test-*.log, ${OUTPUT_DIR}/test-track.log)"
 
 log::info "all tests passed in $(($(date +%s) - test_start))s"

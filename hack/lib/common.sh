@@ -231,3 +231,33 @@ stage::table() {
       for (i = 1; i <= NR; i++) { split(rows[i], f, "\t"); printf "%-*s %8d  %-12s  %s\n", w, f[1], f[2], (f[4] == "" ? "-" : f[4]), f[3] }
     }' "${PEERDISCOVERY_STAGE_FILE}"
 }
+
+# stage::budget KIND SECONDS FILE prints the run's total against its budget
+# (FILE's "total" row for KIND, cold or warm), and every row of the stage
+# table that took more than its share there by over a fifth and 30 s: which
+# stage grew. It reports; it does not fail the run (machines differ by a
+# quarter on the same code).
+stage::budget() {
+  local kind="${1}" total="${2}" file="${3}"
+  [[ -s "${PEERDISCOVERY_STAGE_FILE:-}" && -s "${file}" ]] || return 0
+  awk -F'\t' -v kind="${kind}" -v total="${total}" '
+    FNR == NR {
+      if ($0 ~ /^#/ || NF < 3) next
+      share[$1] = (kind == "cold" ? $2 : $3)
+      next
+    }
+    { seconds[$1] = $2; order[++n] = $1 }
+    END {
+      budget = share["total"]
+      printf "%s run: %d s (%.1f min) against a budget of %d s (%.0f min): %s\n", kind, total, total / 60, budget, budget / 60,
+        (total <= budget ? "within" : "OVER by " total - budget " s")
+      for (i = 1; i <= n; i++) {
+        # A package row ("  ok test/e2e") by its package.
+        name = order[i]; key = name; sub(/^[[:space:]]+(ok|FAIL)[[:space:]]+/, "", key)
+        if (!(key in share)) continue
+        if (seconds[name] > share[key] * 1.2 && seconds[name] > share[key] + 30)
+          printf "  %s took %d s, over its share of %d s (hack/ci-budget.tsv): this stage grew\n", key, seconds[name], share[key]
+      }
+    }' "${file}" "${PEERDISCOVERY_STAGE_FILE}"
+}
+

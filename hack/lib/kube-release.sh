@@ -43,6 +43,16 @@ source "$(dirname "${BASH_SOURCE[0]}")/golang.sh"
 # (the default where gcc is installed) would not start in them. This file
 # is among every build's cache inputs, so changing it rebuilds them.
 export CGO_ENABLED=0
+# And without the build machine's paths (-trimpath), as the Dockerfile
+# builds: every static build (these, peerdiscovery-apiserver's in
+# hack/build-all.sh, hack/build-images.sh and internal/localcluster,
+# kubectl, the scale tests) uses the same flags, so one compile of the
+# libraries they share serves them all (the image's extension build alone
+# compiled them again: ~150 s of a cold run).
+case " ${GOFLAGS:-} " in
+*" -trimpath "*) ;;
+*) export GOFLAGS="${GOFLAGS:+${GOFLAGS} }-trimpath" ;;
+esac
 
 # kube_release_lib_files prints the hack/lib files every release build
 # sources, so that build scripts list them among their cache inputs.

@@ -338,10 +338,10 @@ func (c *Config) resolveBinaries(ctx context.Context) (*binaries, error) {
 	if b.extension == "" && c.ExtensionReplicas > 0 {
 		b.extension = filepath.Join(bin, "peerdiscovery-apiserver")
 		tmp := fmt.Sprintf("%s.tmp.%d", b.extension, os.Getpid())
-		c.Logf("building peerdiscovery-apiserver (CGO_ENABLED=0 go build ./cmd/peerdiscovery-apiserver)")
+		c.Logf("building peerdiscovery-apiserver (CGO_ENABLED=0 go build -trimpath ./cmd/peerdiscovery-apiserver)")
 		// Static, as hack/build-all.sh and the release builds of
 		// kube-apiserver are: one compile of the libraries serves them all.
-		if err := c.runBuild(ctx, "peerdiscovery-apiserver", "env", "CGO_ENABLED=0", "go", "build", "-o", tmp, "./cmd/peerdiscovery-apiserver"); err != nil {
+		if err := c.runBuild(ctx, "peerdiscovery-apiserver", "env", "CGO_ENABLED=0", "go", "build", "-trimpath", "-o", tmp, "./cmd/peerdiscovery-apiserver"); err != nil {
 			os.Remove(tmp)
 			return nil, err
 		}
