@@ -436,6 +436,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// The GVR comes from the client and is known to no routing
 			// state yet: it must not become a metric label.
 			proxyError(r.Context(), "unsynced", unknownGVR)
+			peerRoutedAnswer(http.StatusServiceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
 			f.answers.retryLater(w, r, resourceSubject(req.GVR), fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()))
 			return
@@ -487,6 +488,7 @@ func (f *Filter) unrouted(w http.ResponseWriter, r *http.Request, s subject, wha
 	// The client chose what it asked for: not a metric label (as for
 	// unsynced).
 	proxyError(r.Context(), "unrouted", unknownGVR)
+	peerRoutedAnswer(http.StatusServiceUnavailable)
 	audit.AddAuditAnnotation(r.Context(), AuditDecision, "unrouted")
 	f.answers.retryLater(w, r, s, fmt.Sprintf("%s is served by kube-apiserver %s (its registration lease records it), and this server's peer routing view does not list it yet", what, id))
 }

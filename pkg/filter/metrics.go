@@ -58,6 +58,20 @@ var (
 	}, []string{"endpoint", "source"})
 	cacheSynced = filterGauge("cache_synced",
 		"1 when the filter's routing caches are synced and it routes requests to peers; 0 while it serves everything locally.")
+	peerRouted = metrics.NewCounterVec(&metrics.CounterOpts{
+		Namespace:      "peerdiscovery",
+		Subsystem:      "filter",
+		Name:           "peer_routed_requests_total",
+		Help:           "Requests for APIs this kube-apiserver does not serve itself, which it routed to peers, by the status code the client got: the peer's when proxied, 503 when no peer could take the request (none ready or reachable, or the routing view not caught up), 502 or 504 when the peer failed after the request was sent. Requests the client gave up on are not counted. Its 5xx share is the proxied requests' SLO (docs/operations.md).",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"code"})
+	informerInput = metrics.NewGaugeVec(&metrics.GaugeOpts{
+		Namespace:      "peerdiscovery",
+		Subsystem:      "filter",
+		Name:           "informer_last_input_timestamp_seconds",
+		Help:           "When each routing informer (peerroutingtables, apiserverpeers, peeraggregateddiscoveries) last received anything from peerdiscovery-apiserver: a list, a watch event, or a bookmark (sent every 10 s to an idle watch). time() minus it is how old the routing input is.",
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"resource"})
 )
 
 // filterGauge is a peerdiscovery_filter_<name> gauge that is 0 or 1.
@@ -76,7 +90,7 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		registerUpstreamMetrics()
-		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists, discoveryRequests} {
+		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists, discoveryRequests, peerRouted, informerInput} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver. Called from New, which no context
 			// reaches: the process's logger.
@@ -90,6 +104,13 @@ func registerMetrics() {
 func proxied(ctx context.Context, gvr schema.GroupVersionResource, code int, took time.Duration) {
 	incRerouted(ctx, strconv.Itoa(code), gvr)
 	proxyLatency.WithLabelValues(gvr.Group, gvr.Resource).Observe(took.Seconds())
+	peerRoutedAnswer(code)
+}
+
+// peerRoutedAnswer counts what the client got for a request routed to
+// peers.
+func peerRoutedAnswer(code int) {
+	peerRouted.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
 // unknownGVR labels the errors of requests whose GVR no routing state

@@ -158,6 +158,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		annotateFailedOver(ctx, tried)
 		if tw.wrote {
 			// The response had started: nothing more can be said.
+			peerRoutedAnswer(tw.status())
 			return
 		}
 		ownAnswer(w, chainCacheControl)

@@ -72,6 +72,7 @@ type answers struct {
 // it exists in the cluster.
 func (a answers) unavailable(w http.ResponseWriter, r *http.Request, s subject, why string) {
 	proxyError(r.Context(), "unavailable", s.labels)
+	peerRoutedAnswer(http.StatusServiceUnavailable)
 	a.retryLater(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why))
 }
 
@@ -106,6 +107,7 @@ func (a answers) sentButFailed(w http.ResponseWriter, r *http.Request, s subject
 		msg += "; it was not retried because the peer may have carried it out: check before repeating it"
 	}
 	audit.AddAuditAnnotation(r.Context(), AuditError, what)
+	peerRoutedAnswer(code)
 	status := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    int32(code),

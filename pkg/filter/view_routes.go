@@ -103,7 +103,7 @@ func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
 		return err
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher {
-		return countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource)
+		return stampInput(countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource), resource)
 	})
 	return nil
 }
@@ -133,22 +133,60 @@ func countRelists(lw *cache.ListWatch, resource string) *cache.ListWatch {
 			informerRelists.WithLabelValues(resource).Inc()
 		}
 	}
-	initial := func(o metav1.ListOptions) {
+	return hookListWatch(lw, func(error) { full() }, func(o metav1.ListOptions, w watch.Interface) watch.Interface {
 		if o.SendInitialEvents != nil && *o.SendInitialEvents {
 			full()
 		}
-	}
+		return w
+	})
+}
+
+// stampInput records when the informer of resource last received
+// anything: a list, or any watch event, bookmarks included
+// (peerdiscovery_filter_informer_last_input_timestamp_seconds). A watch
+// that stalled shows as input that grows old while nothing else does.
+func stampInput(lw *cache.ListWatch, resource string) *cache.ListWatch {
+	stamp := informerInput.WithLabelValues(resource)
+	return hookListWatch(lw, func(err error) {
+		if err == nil {
+			stamp.SetToCurrentTime()
+		}
+	}, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
+		if w == nil {
+			return nil
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) { stamp.SetToCurrentTime(); return e, true })
+	})
+}
+
+// hookListWatch calls listed after each list of lw with its error, and
+// passes each watch it opens (nil on an error) through watched.
+func hookListWatch(lw *cache.ListWatch, listed func(error), watched func(metav1.ListOptions, watch.Interface) watch.Interface) *cache.ListWatch {
 	if f := lw.ListFunc; f != nil {
-		lw.ListFunc = func(o metav1.ListOptions) (runtime.Object, error) { full(); return f(o) }
+		lw.ListFunc = func(o metav1.ListOptions) (runtime.Object, error) {
+			obj, err := f(o)
+			listed(err)
+			return obj, err
+		}
 	}
 	if f := lw.ListWithContextFunc; f != nil {
-		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) { full(); return f(ctx, o) }
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			obj, err := f(ctx, o)
+			listed(err)
+			return obj, err
+		}
 	}
 	if f := lw.WatchFunc; f != nil {
-		lw.WatchFunc = func(o metav1.ListOptions) (watch.Interface, error) { initial(o); return f(o) }
+		lw.WatchFunc = func(o metav1.ListOptions) (watch.Interface, error) {
+			w, err := f(o)
+			return watched(o, w), err
+		}
 	}
 	if f := lw.WatchFuncWithContext; f != nil {
-		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) { initial(o); return f(ctx, o) }
+		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			w, err := f(ctx, o)
+			return watched(o, w), err
+		}
 	}
 	return lw
 }
