@@ -38,6 +38,7 @@ test_start=$(date +%s)
 export PEERDISCOVERY_STAGE_FILE="${OUTPUT_DIR}/test-stages.tsv"
 mkdir -p "${OUTPUT_DIR}"
 : >"${PEERDISCOVERY_STAGE_FILE}"
+rm -f "${OUTPUT_DIR}/test-failures.txt"
 # Cold: no kube-apiserver built yet (every binary is cached under
 # _output/bin, so their absence means an empty cache).
 run_kind=warm
@@ -47,6 +48,12 @@ report() {
   echo
   stage::table
   stage::budget "${run_kind}" "$(($(date +%s) - test_start))" "${REPO_ROOT}/hack/ci-budget.tsv"
+  # Last, so that a log's tail shows why: the lines before each failed
+  # package's FAIL (a TestMain's error too, which no test line names).
+  if [[ "${rc}" -ne 0 && -s "${OUTPUT_DIR}/test-failures.txt" ]]; then
+    log::info "why it failed (${OUTPUT_DIR}/test-failures.txt):"
+    head -120 "${OUTPUT_DIR}/test-failures.txt"
+  fi
   log::info "hack/test.sh: rc ${rc} in $(($(date +%s) - test_start))s (${run_kind})"
 }
 trap report EXIT
@@ -175,6 +182,10 @@ stage::run_side_by_side() {
     log::info "=== lane ${name} (${OUTPUT_DIR}/e2e-test-${name}.log)"
     grep -E '^(ok|FAIL|---|panic)|^[[:space:]]+[a-z_]+_test\.go:[0-9]+:' "${OUTPUT_DIR}/e2e-test-${name}.log" | head -200 || true
   done
+  for name in "${lanes[@]}"; do
+    grep -B25 -E '^FAIL[[:space:]]+sigs\.k8s\.io/' "${OUTPUT_DIR}/e2e-test-${name}.log" | grep -vE '^(ok|PASS)' || true
+  done >"${OUTPUT_DIR}/test-failures.txt"
+  [[ ! -e "${READY_DIR}/track-failed" ]] || tail -25 "${OUTPUT_DIR}/test-track.log" >>"${OUTPUT_DIR}/test-failures.txt"
   log::info "=== track (${OUTPUT_DIR}/test-track.log)"
   grep -E '^\[|^(ok|FAIL|---)' "${OUTPUT_DIR}/test-track.log" | tail -60 || true
   # One row per end-to-end package, with its own seconds, into the table.
