@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 )
@@ -83,6 +84,7 @@ func MainRoutings(m *testing.M, mc MainConfig, plane func(r localcluster.Routing
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), mc.StartTimeout)
+	start := time.Now()
 	clusters, errs := Parallel(len(cfgs), func(i int) (*localcluster.Cluster, error) { return localcluster.Start(ctx, cfgs[i]) })
 	cancel()
 	stopAll := func() {
@@ -94,7 +96,8 @@ func MainRoutings(m *testing.M, mc MainConfig, plane func(r localcluster.Routing
 	}
 	if err := errors.Join(errs...); err != nil {
 		stopAll()
-		fmt.Fprintf(os.Stderr, "starting the control planes: %v\n", err)
+		// In go test's form, as RunTests does.
+		fmt.Printf("--- FAIL: TestMain (%.2fs)\n    starting the control planes: %v\n", time.Since(start).Seconds(), err)
 		os.Exit(1)
 	}
 	use(routings, clusters)
