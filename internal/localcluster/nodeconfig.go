@@ -250,7 +250,8 @@ func (c *Cluster) writeCNIConfig(n *node) error {
 // allowed, cgroupfs under the node's cgroup, the node's static pods,
 // serving only on the node's address with a certificate from the cluster
 // CA, client certificates and webhook authorization, no read-only port, no
-// image garbage collection (nothing could be pulled again).
+// image garbage collection (nothing could be pulled again), eviction only
+// when the host's disk or memory is all but gone.
 func (c *Cluster) writeKubeletConfig(n *node, certFile, keyFile string) error {
 	cfg := map[string]any{
 		"apiVersion":                  "kubelet.config.k8s.io/v1beta1",
@@ -283,8 +284,11 @@ func (c *Cluster) writeKubeletConfig(n *node, certFile, keyFile string) error {
 			"imagefs.available": "1%",
 			"nodefs.inodesFree": "1%",
 		},
-		"maxPods":      32,
-		"registerNode": true,
+		// The node's disk is the host's: a dip under 1 % while a build
+		// writes would otherwise taint every node for the default 5 min.
+		"evictionPressureTransitionPeriod": "10s",
+		"maxPods":                          32,
+		"registerNode":                     true,
 		"authentication": map[string]any{
 			"anonymous": map[string]bool{"enabled": false},
 			"webhook":   map[string]any{"enabled": true},
