@@ -288,8 +288,8 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	return true
 }
 
-// groupVersionUnavailable answers 503 with Retry-After for a group-version
-// that only servers which are not ready, or have left, serve.
+// groupVersionUnavailable answers 503 without Retry-After for a
+// group-version that only servers which are not ready, or have left, serve.
 func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) {
-	f.answers.unavailable(w, r, groupVersionSubject(gv), "no ready server serves it")
+	f.answers.noneReady(w, r, groupVersionSubject(gv), "no ready server serves it")
 }

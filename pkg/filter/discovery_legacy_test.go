@@ -187,10 +187,10 @@ func TestLegacyDiscoveryIsPeerAggregated(t *testing.T) {
 			}
 		}
 	})
-	t.Run("a group-version only a departed server served: 503 with Retry-After", func(t *testing.T) {
+	t.Run("a group-version only a departed server served: 503 without Retry-After", func(t *testing.T) {
 		for _, path := range []string{"/apis/departed.example.com/v1", "/apis/departed.example.com", "/openapi/v3/apis/departed.example.com/v1"} {
 			resp, body, local := e.get(t, path, nil)
-			if resp.StatusCode != http.StatusServiceUnavailable || local || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "departed.example.com/v1") {
+			if resp.StatusCode != http.StatusServiceUnavailable || local || resp.Header.Get("Retry-After") != "" || !strings.Contains(body, "departed.example.com/v1") {
 				t.Fatalf("%s: %d local=%v Retry-After=%q %s", path, resp.StatusCode, local, resp.Header.Get("Retry-After"), body)
 			}
 			if got := resp.Header.Values("Cache-Control"); len(got) != 1 || got[0] != "no-cache, private" {

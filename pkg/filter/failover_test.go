@@ -78,7 +78,7 @@ func TestProxyEveryCandidateRefuses(t *testing.T) {
 	e.setRoutes(route(widgetsGVR, readyPeer("p1", closedEndpoint(t)), readyPeer("p2", closedEndpoint(t)), readyPeer("p3", closedEndpoint(t))))
 	resetUpstreamMetrics()
 	resp := e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{}`)))
-	checkUnavailable(t, resp, readBody(t, resp), "no peer serving it could be reached")
+	checkUnavailable(t, resp, readBody(t, resp), "no peer serving it could be reached", 1)
 	if e.local.calls.Load() != 0 {
 		t.Fatal("local chain called")
 	}

@@ -107,7 +107,7 @@ type Options struct {
 	// Tuning, defaulted by New; not flags.
 	PeerServerName       string        // verified in peers' certificates
 	LocalRefreshInterval time.Duration // local discovery re-read
-	RetryAfterSeconds    int           // Retry-After on 503
+	RetryAfterSeconds    int           // Retry-After on a 503 that the next seconds likely fix
 	// SyncGracePeriod bounds, from the post-start hook, how long requests
 	// for resources this server does not serve get 503 rather than the
 	// local 404 while the routing caches are still empty (see handler).
@@ -239,7 +239,9 @@ func New(opts Options) (*Filter, error) {
 		opts.LocalRefreshInterval = 30 * time.Second
 	}
 	if opts.RetryAfterSeconds == 0 {
-		opts.RetryAfterSeconds = 5
+		// As the watch cache while it initializes: client-go's 10
+		// retries then wait 10 s at most, not 50.
+		opts.RetryAfterSeconds = 1
 	}
 	if opts.SyncGracePeriod == 0 {
 		opts.SyncGracePeriod = time.Minute
@@ -453,7 +455,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
 	case v1alpha1.RouteUnavailable:
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
-		f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason())
+		f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
 	case v1alpha1.RouteNotFound:
 		if !f.unroutedButRecorded(w, r, req) {
 			h.next.ServeHTTP(w, r)

@@ -18,6 +18,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -113,9 +114,11 @@ func TestHandlerDecisions(t *testing.T) {
 				if localCalls != 0 || peerCalls != 0 {
 					t.Fatalf("want a 503 from the filter: local %d, peer %d", localCalls, peerCalls)
 				}
-				msg := "none is ready"
+				// None ready or only left: nothing says when it will
+				// answer, so no Retry-After; not synced: soon.
+				msg, retryAfter := "none is ready", 0
 				if tc.unsynced {
-					msg = "not synced yet"
+					msg, retryAfter = "not synced yet", 1
 					if d := counterValue(t, "apiserver_peer_proxy_errors_total", unsyncedLabels) - unsyncedBefore; d != 1 {
 						t.Fatalf("apiserver_peer_proxy_errors_total{type=unsynced,resource=other} grew by %v, want 1", d)
 					}
@@ -123,7 +126,7 @@ func TestHandlerDecisions(t *testing.T) {
 						t.Fatalf("apiserver_peer_proxy_errors_total has a series for the client's GVR: %v", v)
 					}
 				}
-				checkUnavailable(t, resp, body, msg)
+				checkUnavailable(t, resp, body, msg, retryAfter)
 			}
 		})
 	}
@@ -133,14 +136,19 @@ func schemaGVR(g, v, r string) schema.GroupVersionResource {
 	return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
 }
 
-// checkUnavailable checks a 503 with a Status body and Retry-After.
-func checkUnavailable(t *testing.T, resp *http.Response, body, msg string) {
+// checkUnavailable checks a 503 with a Status body and Retry-After:
+// retryAfter seconds, or none at 0.
+func checkUnavailable(t *testing.T, resp *http.Response, body, msg string, retryAfter int) {
 	t.Helper()
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d, want 503: %s", resp.StatusCode, body)
 	}
-	if got := resp.Header.Get("Retry-After"); got != "5" {
-		t.Errorf("Retry-After = %q, want 5", got)
+	want := ""
+	if retryAfter > 0 {
+		want = strconv.Itoa(retryAfter)
+	}
+	if got := resp.Header.Get("Retry-After"); got != want {
+		t.Errorf("Retry-After = %q, want %q", got, want)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		t.Errorf("Content-Type = %q", ct)
@@ -150,7 +158,7 @@ func checkUnavailable(t *testing.T, resp *http.Response, body, msg string) {
 		t.Fatalf("body is not a Status: %v: %s", err, body)
 	}
 	if st.Kind != "Status" || st.Status != metav1.StatusFailure || st.Code != http.StatusServiceUnavailable ||
-		st.Reason != metav1.StatusReasonServiceUnavailable || st.Details == nil || st.Details.RetryAfterSeconds != 5 {
+		st.Reason != metav1.StatusReasonServiceUnavailable || st.Details == nil || st.Details.RetryAfterSeconds != int32(retryAfter) {
 		t.Errorf("unexpected Status: %s", body)
 	}
 	if !strings.Contains(st.Message, msg) {

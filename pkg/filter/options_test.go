@@ -204,7 +204,7 @@ func TestNewFileErrors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if f.endpoint != "127.0.0.1:6443" || f.opts.PeerServerName != peerServerName || f.opts.RetryAfterSeconds != 5 || f.opts.SyncGracePeriod != time.Minute {
+		if f.endpoint != "127.0.0.1:6443" || f.opts.PeerServerName != peerServerName || f.opts.RetryAfterSeconds != 1 || f.opts.SyncGracePeriod != time.Minute {
 			t.Fatalf("defaults: %+v, endpoint %s", f.opts, f.endpoint)
 		}
 		if got := f.ReadyzCheck().Name(); got != "peerdiscovery-filter" {

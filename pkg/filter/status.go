@@ -68,24 +68,43 @@ type answers struct {
 }
 
 // unavailable answers 503 with a Status body and Retry-After: peers serve
-// it but none can take the request now, and none has seen it. Not a 404:
-// it exists in the cluster.
+// it and the view lists one ready, but none could be connected to now,
+// and none has seen it. Not a 404: it exists in the cluster.
 func (a answers) unavailable(w http.ResponseWriter, r *http.Request, s subject, why string) {
 	proxyError(r.Context(), "unavailable", s.labels)
 	peerRoutedAnswer(http.StatusServiceUnavailable)
-	a.retryLater(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why))
+	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), a.retryAfter)
 }
 
-// retryLater answers 503 with message, a Status body and Retry-After.
+// noneReady answers 503 with a Status body and no Retry-After: every
+// server that serves it is not ready or has left, so nothing says when it
+// will answer again. client-go retries only a 5xx with Retry-After: its
+// callers get the error at once, and a controller requeues with its own
+// backoff instead of a worker waiting out an outage (docs/design.md,
+// "Retry-After").
+func (a answers) noneReady(w http.ResponseWriter, r *http.Request, s subject, why string) {
+	proxyError(r.Context(), "unavailable", s.labels)
+	peerRoutedAnswer(http.StatusServiceUnavailable)
+	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), 0)
+}
+
+// retryLater answers 503 with message, a Status body and Retry-After:
+// what is missing (a sync, a view that catches up) comes within seconds.
 func (a answers) retryLater(w http.ResponseWriter, r *http.Request, s subject, message string) {
+	a.serviceUnavailable(w, r, s, message, a.retryAfter)
+}
+
+// serviceUnavailable answers 503 with message and a Status body, with
+// Retry-After when retryAfter > 0.
+func (a answers) serviceUnavailable(w http.ResponseWriter, r *http.Request, s subject, message string, retryAfter int) {
 	status := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusServiceUnavailable,
 		Reason:  metav1.StatusReasonServiceUnavailable,
 		Message: message,
-		Details: &metav1.StatusDetails{Group: s.details.Group, Kind: s.details.Resource, RetryAfterSeconds: int32(a.retryAfter)},
+		Details: &metav1.StatusDetails{Group: s.details.Group, Kind: s.details.Resource, RetryAfterSeconds: int32(retryAfter)},
 	}}
-	// ErrorNegotiated sets Retry-After from RetryAfterSeconds.
+	// ErrorNegotiated sets Retry-After from RetryAfterSeconds (none at 0).
 	responsewriters.ErrorNegotiated(status, a.serializer, s.labels.GroupVersion(), w, r)
 }
 

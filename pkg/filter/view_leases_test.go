@@ -174,7 +174,7 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 			t.Errorf("%s: %s: the local chain answered (%d %q), want a 503 from the filter", name, path, resp.StatusCode, body)
 			return
 		}
-		checkUnavailable(t, resp, body, "served by kube-apiserver b (its registration lease records it)")
+		checkUnavailable(t, resp, body, "served by kube-apiserver b (its registration lease records it)", 1)
 		if d := counterValue(t, "apiserver_peer_proxy_errors_total", unrouted) - before; d != 1 {
 			t.Errorf("%s: apiserver_peer_proxy_errors_total{type=unrouted} grew by %v, want 1", name, d)
 		}

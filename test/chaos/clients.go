@@ -93,7 +93,8 @@ func ClientsOf(r *Result) Clients {
 }
 
 // ClientBounds are the bars of a soak that runs without upstream's side
-// (CI's): measured on upstream's routing on the same seed.
+// (CI's): measured on upstream's routing on the same seed. A negative
+// Failed or Skipped is not checked.
 type ClientBounds struct {
 	Seed         uint64
 	P99ToSuccess time.Duration
@@ -125,10 +126,10 @@ func CheckClients(ours, upstream *Result, bounds *ClientBounds, rate int) []Viol
 		if limit := max(bar.P99ToSuccess, MinLatencyBar); c.P99ToSuccess > limit {
 			v(InvClientLatency, "p99 time to success %s, over %s (%s: %s; never under %s)", ms(c.P99ToSuccess), ms(limit), source, ms(bar.P99ToSuccess), MinLatencyBar)
 		}
-		if c.Failed > bar.Failed {
+		if bar.Failed >= 0 && c.Failed > bar.Failed {
 			v(InvClientFailed, "%d operations failed after retries, over %d (%s)", c.Failed, bar.Failed, source)
 		}
-		if limit := int(SkippedFactor * float64(bar.Skipped)); c.Skipped > limit {
+		if limit := int(SkippedFactor * float64(bar.Skipped)); bar.Skipped >= 0 && c.Skipped > limit {
 			v(InvClientSkipped, "%d operations skipped (every worker busy), over %d (%.1f × %s: %d)", c.Skipped, limit, SkippedFactor, source, bar.Skipped)
 		}
 	}

@@ -192,3 +192,30 @@ func Review(t testing.TB, cfg *rest.Config, verb, path, source string) v1alpha1.
 	}
 	return r.Status
 }
+
+// Check503 checks a 503 of the filter: a ServiceUnavailable Status, with
+// Retry-After exactly when the answering server expects to know better
+// within seconds (not synced yet, its view catching up with a live peer's
+// Lease, a peer the view lists ready that could not be connected to), and
+// without it when every server that serves the resource is not ready or
+// has left (docs/design.md, "Retry-After").
+func Check503(h http.Header, body []byte) error {
+	var st metav1.Status
+	if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" {
+		return fmt.Errorf("503 without a Status body: %.300s", body)
+	}
+	if st.Reason != metav1.StatusReasonServiceUnavailable {
+		return fmt.Errorf("503 with reason %q, want ServiceUnavailable: %s", st.Reason, st.Message)
+	}
+	soon := false
+	for _, m := range []string{"not synced yet", "registration lease records it", "could be reached"} {
+		soon = soon || strings.Contains(st.Message, m)
+	}
+	switch ra := h.Get("Retry-After"); {
+	case soon && ra != "1":
+		return fmt.Errorf("503 %q with Retry-After %q, want 1", st.Message, ra)
+	case !soon && ra != "":
+		return fmt.Errorf("503 %q with Retry-After %q, want none (no server that serves it is ready)", st.Message, ra)
+	}
+	return nil
+}
