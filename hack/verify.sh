@@ -40,18 +40,20 @@ verify_quick() {
 # (go test -race) reuse, not a third one of its own.
 verify_vet() {
   stage::run "go vet (-race, to share the tests' compile)" go vet -race ./...
-  stage::run "go vet of the report and tool modules" vet_tool_modules
+  stage::run "go vet of the report modules (hack/drill-report, hack/bench-report)" vet_tool_modules
 }
 
-# The report and tool modules under hack/ that replace this module with
-# the checkout: a change here that leaves their go.mod untidy, or breaks
-# what they import, fails here rather than in hack/chaos.sh's last step.
-# (hack/images has its own stage; hack/kube-apiserver and hack/e2e-test
-# are templates of generated modules.)
+# The report modules under hack/ that replace this module with the
+# checkout: a change here that leaves their go.mod untidy, or breaks what
+# they import, fails here rather than at hack/chaos.sh's or hack/bench.sh's
+# last step. -race, as above: the k8s.io libraries' compile is the one go
+# vet -race ./... made. (hack/images and hack/monitoring are built and
+# tested in stages of their own; hack/kube-apiserver and hack/e2e-test are
+# templates of generated modules.)
 vet_tool_modules() {
   local d
-  for d in hack/drill-report hack/bench-report hack/monitoring; do
-    (cd "${d}" && go vet ./...) || die "${d}: go vet failed (go mod tidy there if go.mod is out of date)"
+  for d in hack/drill-report hack/bench-report; do
+    (cd "${d}" && go vet -race ./...) || die "${d}: go vet failed (go mod tidy there if go.mod is out of date)"
   done
 }
 
