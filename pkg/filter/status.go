@@ -71,9 +71,7 @@ type answers struct {
 // it and the view lists one ready, but none could be connected to now,
 // and none has seen it. Not a 404: it exists in the cluster.
 func (a answers) unavailable(w http.ResponseWriter, r *http.Request, s subject, why string) {
-	proxyError(r.Context(), "unavailable", s.labels)
-	peerRoutedAnswer(http.StatusServiceUnavailable)
-	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), a.retryAfter)
+	a.peersUnavailable(w, r, s, why, a.retryAfter)
 }
 
 // noneReady answers 503 with a Status body and no Retry-After: every
@@ -83,9 +81,13 @@ func (a answers) unavailable(w http.ResponseWriter, r *http.Request, s subject, 
 // backoff instead of a worker waiting out an outage (docs/design.md,
 // "Retry-After").
 func (a answers) noneReady(w http.ResponseWriter, r *http.Request, s subject, why string) {
+	a.peersUnavailable(w, r, s, why, 0)
+}
+
+func (a answers) peersUnavailable(w http.ResponseWriter, r *http.Request, s subject, why string, retryAfter int) {
 	proxyError(r.Context(), "unavailable", s.labels)
 	peerRoutedAnswer(http.StatusServiceUnavailable)
-	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), 0)
+	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), retryAfter)
 }
 
 // retryLater answers 503 with message, a Status body and Retry-After:
