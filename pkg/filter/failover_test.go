@@ -25,7 +25,9 @@ import (
 
 	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
 )
 
 func TestProxyTriesTheNextCandidate(t *testing.T) {
@@ -86,6 +88,34 @@ func TestProxyEveryCandidateRefuses(t *testing.T) {
 		if v := counterValue(t, "apiserver_peer_proxy_errors_total", map[string]string{"type": typ, "group": "example.com", "version": "v1", "resource": "widgets"}); v != want {
 			t.Errorf("apiserver_peer_proxy_errors_total{type=%s} = %v, want %v", typ, v, want)
 		}
+	}
+}
+
+// TestProxyEveryCandidateRefusesWhileTheViewLags: the view still lists
+// the candidates ready (its replicas restarting, say) but none can be
+// connected to. When the Lease of each lapsed or records a departure,
+// nothing says when one will be back: 503 without Retry-After, as for a
+// decision of none ready. While one's Lease is live: Retry-After 1.
+func TestProxyEveryCandidateRefusesWhileTheViewLags(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		p2         func(id, endpoint string) *coordinationv1.Lease
+		msg        string
+		retryAfter int
+	}{
+		{"every lease lapsed or departed", departedLease, "registration lease of each lapsed or records its departure", 0},
+		{"one lease live", liveLease, "no peer serving it could be reached", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.setLocal()
+			p1, p2 := closedEndpoint(t), closedEndpoint(t)
+			e.setRoutes(route(widgetsGVR, readyPeer("p1", p1), readyPeer("p2", p2)))
+			e.f.leases.set(klog.Background(), lapsedLease("p1", p1))
+			e.f.leases.set(klog.Background(), tc.p2("p2", p2))
+			resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil))
+			checkUnavailable(t, resp, readBody(t, resp), tc.msg, tc.retryAfter)
+		})
 	}
 }
 

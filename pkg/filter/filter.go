@@ -277,6 +277,10 @@ func New(opts Options) (*Filter, error) {
 		return nil, err
 	}
 	f.proxy.peerReady = f.state.peerReady
+	f.proxy.peerGone = func(id string) bool {
+		s := f.leases.state(id)
+		return s == leaseLapsed || s == leaseDeparted
+	}
 	f.state.onPeerStopped = f.peerStopped
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil

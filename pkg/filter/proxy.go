@@ -168,7 +168,28 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 	ownAnswer(w, chainCacheControl)
 	annotateFailedOver(ctx, tried)
 	audit.AddAuditAnnotation(ctx, AuditError, "no peer could take the request")
+	if p.allGone(tried) {
+		// The view the candidates came from is older than their Leases
+		// (every replica restarting, say): nothing says when one will be
+		// back, as for a decision of none ready.
+		p.answers.noneReady(w, r, t.about, "no peer serving it answers, and the registration lease of each lapsed or records its departure (tried "+strings.Join(tried, ", ")+")")
+		return
+	}
 	p.answers.unavailable(w, r, t.about, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
+}
+
+// allGone is true when every peer in ids has a registration Lease that
+// lapsed or records a departure.
+func (p *proxier) allGone(ids []string) bool {
+	if p.peerGone == nil || len(ids) == 0 {
+		return false
+	}
+	for _, id := range ids {
+		if !p.peerGone(id) {
+			return false
+		}
+	}
+	return true
 }
 
 // ownAnswer puts back the chain's Cache-Control for an answer this server
