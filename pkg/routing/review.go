@@ -183,9 +183,9 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 	}
 	if res.Decision == v1alpha1.RouteProxy {
 		if m := reviewMethods[spec.Verb]; m == http.MethodGet || m == http.MethodHead {
-			out = append(out, "the candidates can be reached: at request time one that fails before answering is skipped for the next; 503 with Retry-After when none answers")
+			out = append(out, "the candidates can be reached: at request time one that fails before answering is skipped for the next; 503 when none answers (with Retry-After, unless the registration Lease of each lapsed or records a departure)")
 		} else {
-			out = append(out, "the candidates can be reached: at request time one that cannot be connected to is skipped for the next, but a request it may have received is never sent again (502, or 504 on a timeout); 503 with Retry-After when none can be connected to")
+			out = append(out, "the candidates can be reached: at request time one that cannot be connected to is skipped for the next, but a request it may have received is never sent again (502, or 504 on a timeout); 503 when none can be connected to (with Retry-After, unless the registration Lease of each lapsed or records a departure)")
 		}
 	}
 	return out
