@@ -54,12 +54,12 @@ func (e *Engine) leftByLease(p *peerState, id string, o *observed, now time.Time
 		e.event(p, corev1.EventTypeWarning, ReasonLeft, "Peer %s left (%s at %s); its APIs stay known as unavailable until %s",
 			id, how, o.goneAt.UTC().Format(time.RFC3339), until.UTC().Format(time.RFC3339))
 	}
-	msg := "its lease lapsed; its APIs answer 503 until the tombstone expires"
+	reason, msg := v1alpha1.PeerReasonLeft, "its lease lapsed; its APIs answer 503 until the tombstone expires"
 	if o.departed {
-		msg = "it shut down; its APIs answer 503 until the tombstone expires"
+		reason, msg = v1alpha1.PeerReasonShutDown, "it shut down; its APIs answer 503 until the tombstone expires"
 	}
 	p.Left, p.LeftTime = true, o.goneAt
-	p.Ready, p.ReadyReason, p.ReadyMessage, p.ReadyTransition = false, "Left", msg, o.goneAt
+	p.Ready, p.ReadyReason, p.ReadyMessage, p.ReadyTransition = false, reason, msg, o.goneAt
 	p.Endpoint = o.endpoint
 	if o.version != "" {
 		p.BinaryVersion = o.version

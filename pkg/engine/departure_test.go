@@ -154,11 +154,15 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 		if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), departed(t, idA, epA, t0, departure, docA()), metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		h.pub.waitFor(t, "a left at its departure", func(v compute.Output) bool { return leftAt(v, idA).Equal(departure) })
+		v := h.pub.waitFor(t, "a left at its departure", func(v compute.Output) bool { return leftAt(v, idA).Equal(departure) })
+		// Routing tells a shutdown from a lapse by the reason.
+		if c := readyCond(peerOf(v, idA)); c.Reason != v1alpha1.PeerReasonShutDown || !c.LastTransitionTime.Time.Equal(departure) {
+			t.Errorf("a's Ready condition after its shutdown: %+v", c)
+		}
 
 		end := departure.Add(h.opts.TombstonePeriod)
 		h.clk.SetTime(end.Add(-time.Second))
-		v := h.pub.waitFor(t, "b re-read just before a's tombstone ends", func(v compute.Output) bool {
+		v = h.pub.waitFor(t, "b re-read just before a's tombstone ends", func(v compute.Output) bool {
 			return peerOf(v, idB).Status.LastSyncTime.Time.Equal(h.clk.Now())
 		})
 		if peerOf(v, idA) == nil || routeOf(v, "things.v1.only-a.example.com") == nil {
@@ -186,7 +190,7 @@ func TestEngineTombstoneFromLeaseTimes(t *testing.T) {
 		gone := renewed.Add(peerlease.DefaultDurationSeconds * time.Second)
 		v := h.pub.waitFor(t, "b ready, a tombstoned", func(v compute.Output) bool { return isReady(v, idB) && peerOf(v, idA) != nil })
 		p := peerOf(v, idA)
-		if !leftAt(v, idA).Equal(gone) || readyCond(p).Status != metav1.ConditionFalse || readyCond(p).Reason != "Left" ||
+		if !leftAt(v, idA).Equal(gone) || readyCond(p).Status != metav1.ConditionFalse || readyCond(p).Reason != v1alpha1.PeerReasonLeft ||
 			!readyCond(p).LastTransitionTime.Time.Equal(gone) || p.Spec.Endpoint != epA {
 			t.Errorf("a: %+v %+v", p.Spec, p.Status)
 		}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
@@ -173,7 +174,7 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 		// replica noticed, unless a Lease already said.
 		if !p.Left {
 			p.Left, p.LeftTime = true, now
-			p.setReady(false, "Left", "its lease lapsed or was deleted; its APIs answer 503 until the tombstone expires", now)
+			p.setReady(false, v1alpha1.PeerReasonLeft, "its lease lapsed or was deleted; its APIs answer 503 until the tombstone expires", now)
 			e.event(p, corev1.EventTypeWarning, ReasonLeft, "Peer %s left; its APIs stay known as unavailable for %s", id, e.opts.TombstonePeriod)
 			continue
 		}

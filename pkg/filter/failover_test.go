@@ -22,12 +22,16 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 func TestProxyTriesTheNextCandidate(t *testing.T) {
@@ -93,9 +97,10 @@ func TestProxyEveryCandidateRefuses(t *testing.T) {
 
 // TestProxyEveryCandidateRefusesWhileTheViewLags: the view still lists
 // the candidates ready (its replicas restarting, say) but none can be
-// connected to. When the Lease of each lapsed or records a departure,
-// nothing says when one will be back: 503 without Retry-After, as for a
-// decision of none ready. While one's Lease is live: Retry-After 1.
+// connected to. When the Lease of each records a departure or lapsed over
+// routing.RecoveryWindow ago, nothing says when one will be back: 503
+// without Retry-After, as for a decision of none ready. While one's Lease
+// is live, or lapsed only seconds ago (a restart, a pause): Retry-After 1.
 func TestProxyEveryCandidateRefusesWhileTheViewLags(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -103,8 +108,9 @@ func TestProxyEveryCandidateRefusesWhileTheViewLags(t *testing.T) {
 		msg        string
 		retryAfter int
 	}{
-		{"every lease lapsed or departed", departedLease, "registration lease of each lapsed or records its departure", 0},
+		{"every lease lapsed or departed", departedLease, "registration lease of each records its departure or lapsed over 10s ago", 0},
 		{"one lease live", liveLease, "no peer serving it could be reached", 1},
+		{"one lease lapsed seconds ago", justLapsedLease, "no peer serving it could be reached", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -239,6 +245,43 @@ func TestProxyReadCutMidAnswer(t *testing.T) {
 			}
 			if err != nil || resp.StatusCode != http.StatusOK || string(got) != `{"kind":"Widget"}` || len(other.requests()) != 1 {
 				t.Fatalf("read not repeated on the next peer: %d %q %v, %d requests", resp.StatusCode, got, err, len(other.requests()))
+			}
+		})
+	}
+}
+
+// TestUnavailableNamesAWaitWhileAPeerMayRecover: a decision of none ready
+// answers 503 with Retry-After 1 while a server that serves the resource
+// stopped less than routing.RecoveryWindow ago without shutting down (a
+// crash its kubelet restarts, a pause), and without one when it stopped
+// longer ago or shut down.
+func TestUnavailableNamesAWaitWhileAPeerMayRecover(t *testing.T) {
+	now := time.Now()
+	for _, tc := range []struct {
+		name       string
+		reason     string
+		left       bool
+		since      time.Time
+		retryAfter int
+	}{
+		{"scrape timed out 2s ago", "Timeout", false, now.Add(-2 * time.Second), 1},
+		{"lease lapsed 2s ago", v1alpha1.PeerReasonLeft, true, now.Add(-2 * time.Second), 1},
+		{"lease lapsed a minute ago", v1alpha1.PeerReasonLeft, true, now.Add(-time.Minute), 0},
+		{"shut down 2s ago", v1alpha1.PeerReasonShutDown, true, now.Add(-2 * time.Second), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t)
+			e.setLocal()
+			tables := []*v1alpha1.PeerRoutingTable{route(widgetsGVR, v1alpha1.RoutingPeer{ServerID: "p1", Endpoint: closedEndpoint(t), Left: tc.left})}
+			peers := apiServerPeers(tables, "p1")
+			peers[0].Status.Conditions[0].Reason = tc.reason
+			peers[0].Status.Conditions[0].LastTransitionTime = metav1.NewTime(tc.since)
+			e.f.state.current.Store(routing.NewTable(tables, peers))
+			resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil))
+			body := readBody(t, resp)
+			checkUnavailable(t, resp, body, "none is ready", tc.retryAfter)
+			if said := strings.Contains(body, routing.RecoveringNote); said != (tc.retryAfter > 0) {
+				t.Errorf("the message says the peer may be back soon: %v, want %v: %s", said, tc.retryAfter > 0, body)
 			}
 		})
 	}

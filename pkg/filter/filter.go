@@ -277,10 +277,7 @@ func New(opts Options) (*Filter, error) {
 		return nil, err
 	}
 	f.proxy.peerReady = f.state.peerReady
-	f.proxy.peerGone = func(id string) bool {
-		s := f.leases.state(id)
-		return s == leaseLapsed || s == leaseDeparted
-	}
+	f.proxy.peerGone = f.leases.goneForGood
 	f.state.onPeerStopped = f.peerStopped
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
@@ -459,6 +456,10 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
 	case v1alpha1.RouteUnavailable:
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
+		if res.RetryExpected(f.clock.Now()) {
+			f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason()+"; "+routing.RecoveringNote)
+			return
+		}
 		f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
 	case v1alpha1.RouteNotFound:
 		if !f.unroutedButRecorded(w, r, req) {

@@ -172,14 +172,15 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		// The view the candidates came from is older than their Leases
 		// (every replica restarting, say): nothing says when one will be
 		// back, as for a decision of none ready.
-		p.answers.noneReady(w, r, t.about, "no peer serving it answers, and the registration lease of each lapsed or records its departure (tried "+strings.Join(tried, ", ")+")")
+		p.answers.noneReady(w, r, t.about, "no peer serving it answers, and the registration lease of each records its departure or lapsed over "+routing.RecoveryWindow.String()+" ago (tried "+strings.Join(tried, ", ")+")")
 		return
 	}
 	p.answers.unavailable(w, r, t.about, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
 }
 
-// allGone is true when every peer in ids has a registration Lease that
-// lapsed or records a departure.
+// allGone is true when every peer in ids is gone for good: its
+// registration Lease records a departure or lapsed over
+// routing.RecoveryWindow ago.
 func (p *proxier) allGone(ids []string) bool {
 	if p.peerGone == nil || len(ids) == 0 {
 		return false

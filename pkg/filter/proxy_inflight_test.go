@@ -293,6 +293,11 @@ func lapsedLease(id, endpoint string) *coordinationv1.Lease {
 	return peerlease.NewRegistrationLease(nil, id, endpoint, "v1.37.2", "", time.Now().Add(-time.Minute))
 }
 
+// justLapsedLease lapsed 2 s ago: within routing.RecoveryWindow.
+func justLapsedLease(id, endpoint string) *coordinationv1.Lease {
+	return peerlease.NewRegistrationLease(nil, id, endpoint, "v1.37.2", "", time.Now().Add(-(peerlease.DefaultDurationSeconds+2)*time.Second))
+}
+
 // silentRelay forwards TCP to a peer until frozen; then it holds the
 // connections open and forwards nothing, as a frozen or cut-off peer does.
 type silentRelay struct {

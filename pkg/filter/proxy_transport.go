@@ -63,9 +63,10 @@ type proxier struct {
 	// every candidate is tried).
 	inflight  inflight
 	peerReady func(id string) bool
-	// peerGone tells whether a peer's registration Lease lapsed or
-	// recorded a departure (nil: never), for the answer when no candidate
-	// could be reached.
+	// peerGone tells whether a peer is gone for good (nil: never): its
+	// registration Lease recorded a departure or lapsed over
+	// routing.RecoveryWindow ago; for the answer when no candidate could
+	// be reached.
 	peerGone func(id string) bool
 
 	// proxies holds one reverse proxy per peer endpoint and kind of

@@ -32,6 +32,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // leaseRecords knows what every server's registration Lease records it
@@ -176,6 +177,18 @@ func (l *leaseRecords) state(id string) leaseState {
 	default:
 		return leaseLapsed
 	}
+}
+
+// goneForGood tells whether server id's registration Lease records a
+// departure, or lapsed longer than routing.RecoveryWindow ago: the server
+// is not expected back within seconds.
+func (l *leaseRecords) goneForGood(id string) bool {
+	s, ok := (*l.servers.Load())[id]
+	if !ok {
+		return false
+	}
+	now := l.now()
+	return !s.reg.Live(now) && !routing.Recovering(s.reg.Departed(), s.reg.GoneAt(), now)
 }
 
 // recordedElsewhere returns a live server other than self whose Lease

@@ -181,11 +181,14 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 	if res.Decision == v1alpha1.RouteNotFound {
 		out = append(out, "no live server's registration Lease records this resource: the source's filter reads the Leases itself, and for a resource a live peer's Lease records but no route names yet (this view has not caught up with that peer) it answers 503 with Retry-After, not 404")
 	}
+	if res.Decision == v1alpha1.RouteUnavailable {
+		out = append(out, "the 503 carries Retry-After: 1 while a candidate that did not shut down stopped being ready less than "+RecoveryWindow.String()+" before the request (its APIServerPeer's Ready condition, lastTransitionTime; reason ShutDown: it shut down), and none after")
+	}
 	if res.Decision == v1alpha1.RouteProxy {
 		if m := reviewMethods[spec.Verb]; m == http.MethodGet || m == http.MethodHead {
-			out = append(out, "the candidates can be reached: at request time one that fails before answering is skipped for the next; 503 when none answers (with Retry-After, unless the registration Lease of each lapsed or records a departure)")
+			out = append(out, "the candidates can be reached: at request time one that fails before answering is skipped for the next; 503 when none answers (with Retry-After, unless the registration Lease of each records a departure or lapsed over "+RecoveryWindow.String()+" before)")
 		} else {
-			out = append(out, "the candidates can be reached: at request time one that cannot be connected to is skipped for the next, but a request it may have received is never sent again (502, or 504 on a timeout); 503 when none can be connected to (with Retry-After, unless the registration Lease of each lapsed or records a departure)")
+			out = append(out, "the candidates can be reached: at request time one that cannot be connected to is skipped for the next, but a request it may have received is never sent again (502, or 504 on a timeout); 503 when none can be connected to (with Retry-After, unless the registration Lease of each records a departure or lapsed over "+RecoveryWindow.String()+" before)")
 		}
 	}
 	return out

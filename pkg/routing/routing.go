@@ -25,7 +25,9 @@ import (
 	"hash/fnv"
 	"slices"
 	"strings"
+	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -39,6 +41,11 @@ type Peer struct {
 	// Left peers are kept until their tombstone expires: their GVRs answer
 	// 503 rather than a false 404 while a server restarts.
 	Left bool
+	// ShutDown is true when it left by a graceful shutdown.
+	ShutDown bool
+	// NotReadySince is when it stopped being ready (its Ready condition's
+	// last transition); zero when ready or not known.
+	NotReadySince time.Time
 }
 
 // Route says who serves one GVR.
@@ -110,10 +117,15 @@ func NewTableFromObjects(tables []v1alpha1.PeerRoutingTable, peers []v1alpha1.AP
 
 // PeerFromObject reads a peer's routing facts from its APIServerPeer.
 func PeerFromObject(p *v1alpha1.APIServerPeer) Peer {
-	return Peer{
+	out := Peer{
 		ID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil,
 		Ready: v1alpha1.PeerStatusReady(p.Status.Conditions, p.Status.LeftTime),
 	}
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil && !out.Ready {
+		out.NotReadySince = c.LastTransitionTime.Time
+		out.ShutDown = out.Left && c.Reason == v1alpha1.PeerReasonShutDown
+	}
+	return out
 }
 
 // Lookup returns the route of a GVR, or nil.

@@ -208,7 +208,7 @@ func Check503(h http.Header, body []byte) error {
 		return fmt.Errorf("503 with reason %q, want ServiceUnavailable: %s", st.Reason, st.Message)
 	}
 	soon := false
-	for _, m := range []string{"not synced yet", "registration lease records it", "could be reached"} {
+	for _, m := range []string{"not synced yet", "registration lease records it", "could be reached", "may be back within seconds"} {
 		soon = soon || strings.Contains(st.Message, m)
 	}
 	switch ra := h.Get("Retry-After"); {

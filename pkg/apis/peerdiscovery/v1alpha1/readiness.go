@@ -35,3 +35,15 @@ func PeerReady(reachable, left bool) bool {
 func PeerStatusReady(conditions []metav1.Condition, leftTime *metav1.Time) bool {
 	return PeerReady(apimeta.IsStatusConditionTrue(conditions, ConditionReady), leftTime != nil)
 }
+
+// Reasons of a peer's Ready condition when it has left (status.leftTime
+// set). Routing tells them apart: a server that shut down is not expected
+// back soon, one whose Lease lapsed may be restarting or paused.
+const (
+	// PeerReasonLeft: its registration Lease lapsed (crashed, frozen or
+	// cut off) or was deleted.
+	PeerReasonLeft = "Left"
+	// PeerReasonShutDown: its registration Lease records a graceful
+	// shutdown.
+	PeerReasonShutDown = "ShutDown"
+)

@@ -1,0 +1,58 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package routing
+
+import (
+	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+)
+
+// RecoveryWindow is how long a server that stopped answering without
+// shutting down is worth waiting for. A kube-apiserver that crashed is
+// restarted by its kubelet, one that paused (a long GC, CPU starvation,
+// SIGSTOP) resumes; client-go's ten retries one second apart span this
+// window. So an Unavailable 503 names a short Retry-After while some
+// server that serves the resource stopped less than RecoveryWindow ago
+// without a goodbye, and none once they all stopped longer ago or shut
+// down (an upgrade's roll: it is back when its replacement is ready, or
+// never with this version).
+const RecoveryWindow = 10 * time.Second
+
+// Recovering tells whether a server that is not ready now may be back
+// within seconds: it did not shut down, and it stopped being ready less
+// than RecoveryWindow before now. A zero since (not known) is not
+// recovering.
+func Recovering(shutDown bool, since, now time.Time) bool {
+	return !shutDown && !since.IsZero() && now.Sub(since) < RecoveryWindow
+}
+
+// RecoveringNote ends the message of a 503 that names a wait because a
+// server is Recovering.
+var RecoveringNote = "one stopped less than " + RecoveryWindow.String() + " ago without shutting down and may be back within seconds"
+
+// RetryExpected tells whether an Unavailable decision's 503 names a short
+// wait: some server other than self that the route lists is Recovering.
+func (r Result) RetryExpected(now time.Time) bool {
+	if r.Decision != v1alpha1.RouteUnavailable || r.Route == nil {
+		return false
+	}
+	for _, p := range r.Route.Peers {
+		if p.ID != r.self && Recovering(p.ShutDown, p.NotReadySince, now) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,64 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package routing
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+)
+
+func TestRetryExpected(t *testing.T) {
+	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
+	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
+	peer := func(id, reason string, left bool, ago time.Duration) *v1alpha1.APIServerPeer {
+		p := &v1alpha1.APIServerPeer{Spec: v1alpha1.APIServerPeerSpec{ServerID: id, Endpoint: id + ":6443"}}
+		p.Status.Conditions = []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: metav1.ConditionFalse, Reason: reason, LastTransitionTime: metav1.NewTime(now.Add(-ago))}}
+		if left {
+			p.Status.LeftTime = &metav1.Time{Time: now.Add(-ago)}
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		name  string
+		peers []*v1alpha1.APIServerPeer
+		want  bool
+	}{
+		{"timed out just now", []*v1alpha1.APIServerPeer{peer("a", "Timeout", false, 0)}, true},
+		{"lapsed 9s ago", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, 9*time.Second)}, true},
+		{"lapsed 10s ago", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, RecoveryWindow)}, false},
+		{"shut down just now", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0)}, false},
+		{"one of two recovering", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0), peer("b", "ConnectionRefused", false, 3*time.Second)}, true},
+		{"only self recovering", []*v1alpha1.APIServerPeer{peer("self", "Timeout", false, 0), peer("b", v1alpha1.PeerReasonLeft, true, time.Minute)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rt := &v1alpha1.PeerRoutingTable{Spec: v1alpha1.PeerRoutingTableSpec{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}}
+			for _, p := range tc.peers {
+				rt.Status.Peers = append(rt.Status.Peers, v1alpha1.RoutingPeer{ServerID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil})
+			}
+			res := Decide(NewTable([]*v1alpha1.PeerRoutingTable{rt}, tc.peers), Request{IsResourceRequest: true, GVR: gvr}, "self", nil)
+			if res.Decision != v1alpha1.RouteUnavailable {
+				t.Fatalf("decision %s, want Unavailable", res.Decision)
+			}
+			if got := res.RetryExpected(now); got != tc.want {
+				t.Fatalf("RetryExpected = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
