@@ -62,9 +62,10 @@ import (
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
 
-// octet is this package's subnet, 10.254.86.0/24; the host side of its
-// veth pair is .1, where the kube-apiserver reaches this process.
-const octet = 86
+// octet is this package's subnet, 10.254.94.0/24 (test/upgradedrill has
+// 86 and 87); the host side of its veth pair is .1, where the
+// kube-apiserver reaches this process.
+const octet = 94
 
 // relists is how many times the filter's watches are moved.
 const relists = 3
