@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 			return localcluster.Config{
 				Servers:           []localcluster.ServerSpec{{Version: "v1.36.3"}, {Version: "v1.37.2"}},
 				ExtensionReplicas: 2,
-				SubnetOctet:       88,
+				SubnetOctet:       93, // apart from test/chaos (88, 89), which may run beside it
 			}, nil
 		},
 	}, func(c *localcluster.Cluster) { cluster = c })
