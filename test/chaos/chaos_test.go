@@ -64,7 +64,7 @@ func TestMain(m *testing.M) {
 		Skipped:      "the chaos soak needs real binaries, network namespaces, iptables and cgroups: set PEERDISCOVERY_E2E=1 (hack/test.sh, hack/chaos.sh do)",
 		StartTimeout: 15 * time.Minute,
 	}, func(r localcluster.Routing, i int) (localcluster.Config, error) {
-		return ClusterConfig(r, 88+i)
+		return ClusterConfig(r, 95+i) // 10.254.95 and .96: no other package uses them
 	}, func(r []localcluster.Routing, c []*localcluster.Cluster) { routings, clusters = r, c })
 }
 
