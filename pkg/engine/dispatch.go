@@ -16,12 +16,32 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 
 	corev1 "k8s.io/api/core/v1"
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 )
+
+// notReadyRecheck is how often a live peer whose last read failed is read
+// again, apart from the refresh: a server that was frozen, cut off or
+// restarted under the same ID (its Lease never lapsed, its served list
+// unchanged, so nothing else triggers a read) is ready in the view about
+// a second after it answers again, not up to --refresh-interval plus
+// --scrape-timeout later. A failed read is cheap to repeat: a refused
+// connection costs nothing, a hanging one stays the only one in flight.
+const notReadyRecheck = time.Second
+
+// recheckNotReady reads again every live peer that was read and is not
+// ready, unless a read is in flight.
+func (e *Engine) recheckNotReady(ctx context.Context) {
+	for _, p := range e.peers {
+		if p.tried && !p.Ready && !p.Left && !p.inflight {
+			e.startScrape(ctx, p)
+		}
+	}
+}
 
 func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 	if p.Left || p.Endpoint == "" {

@@ -194,3 +194,24 @@ func TestEngineScrapeTimeout(t *testing.T) {
 		t.Errorf("the hung scrape ended with %v, want its deadline", ctxErr)
 	}
 }
+
+// A peer that failed a read is read again every notReadyRecheck, not only
+// at the next refresh: a server back from a freeze or a restart under the
+// same ID (Lease live, served list unchanged: nothing else triggers a
+// read) is ready in the view a second after it answers.
+func TestEngineNotReadyPeerRecheckedBeforeTheRefresh(t *testing.T) {
+	docA := document("v1.37.2", grp("apps", ver("v1", "deployments")), grp("only-a.example.com", ver("v1", "things")))
+	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "", t0)}})
+	h.scraper.set(epA, serve(docA))
+	h.start()
+	h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
+	h.scraper.set(epA, fail(nopeer.ErrTimeout))
+	h.refresh(epA)
+	h.pub.waitFor(t, "a not ready", func(v compute.Output) bool { return !isReady(v, idA) })
+
+	h.scraper.set(epA, serve(docA))
+	before := len(h.scraper.callsTo(epA))
+	h.clk.Step(notReadyRecheck) // well before the next refresh (10 s)
+	h.waitCalls(epA, before+1)
+	h.pub.waitFor(t, "a ready again", func(v compute.Output) bool { return isReady(v, idA) })
+}

@@ -148,6 +148,8 @@ func (e *Engine) Run(ctx context.Context) error {
 	started := e.clock.Now()
 	ticker := e.clock.NewTicker(e.opts.RefreshInterval)
 	defer ticker.Stop()
+	recheck := e.clock.NewTicker(min(notReadyRecheck, e.opts.RefreshInterval))
+	defer recheck.Stop()
 	e.reconcile(ctx, true)
 	var lapse clock.Timer
 	var lapseAt time.Time
@@ -188,6 +190,8 @@ func (e *Engine) Run(ctx context.Context) error {
 			return nil
 		case <-ticker.C():
 			e.reconcile(ctx, true)
+		case <-recheck.C():
+			e.recheckNotReady(ctx)
 		case <-lapsed:
 			lapse, lapseAt = nil, time.Time{}
 			e.reconcile(ctx, false)
