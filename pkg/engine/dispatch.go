@@ -24,14 +24,14 @@ import (
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 )
 
-// notReadyRecheck is how often a live peer whose last read failed is read
+// NotReadyRecheck is how often a live peer whose last read failed is read
 // again, apart from the refresh: a server that was frozen, cut off or
 // restarted under the same ID (its Lease never lapsed, its served list
 // unchanged, so nothing else triggers a read) is ready in the view about
 // a second after it answers again, not up to --refresh-interval plus
 // --scrape-timeout later. A failed read is cheap to repeat: a refused
 // connection costs nothing, a hanging one stays the only one in flight.
-const notReadyRecheck = time.Second
+const NotReadyRecheck = time.Second
 
 // recheckNotReady reads again every live peer that was read and is not
 // ready, unless a read is in flight.

@@ -195,7 +195,7 @@ func TestEngineScrapeTimeout(t *testing.T) {
 	}
 }
 
-// A peer that failed a read is read again every notReadyRecheck, not only
+// A peer that failed a read is read again every NotReadyRecheck, not only
 // at the next refresh: a server back from a freeze or a restart under the
 // same ID (Lease live, served list unchanged: nothing else triggers a
 // read) is ready in the view a second after it answers.
@@ -211,7 +211,7 @@ func TestEngineNotReadyPeerRecheckedBeforeTheRefresh(t *testing.T) {
 
 	h.scraper.set(epA, serve(docA))
 	before := len(h.scraper.callsTo(epA))
-	h.clk.Step(notReadyRecheck) // well before the next refresh (10 s)
+	h.clk.Step(NotReadyRecheck) // well before the next refresh (10 s)
 	h.waitCalls(epA, before+1)
 	h.pub.waitFor(t, "a ready again", func(v compute.Output) bool { return isReady(v, idA) })
 }

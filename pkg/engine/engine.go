@@ -148,7 +148,7 @@ func (e *Engine) Run(ctx context.Context) error {
 	started := e.clock.Now()
 	ticker := e.clock.NewTicker(e.opts.RefreshInterval)
 	defer ticker.Stop()
-	recheck := e.clock.NewTicker(min(notReadyRecheck, e.opts.RefreshInterval))
+	recheck := e.clock.NewTicker(min(NotReadyRecheck, e.opts.RefreshInterval))
 	defer recheck.Stop()
 	e.reconcile(ctx, true)
 	var lapse clock.Timer

@@ -32,6 +32,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
+	"sigs.k8s.io/peerdiscovery/pkg/engine"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
 )
@@ -64,22 +65,25 @@ var rejoinGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "
 //     reads the other replica waits for that replica's own read of the
 //     server: at once when the server's renewed Lease shows it rejoined (its
 //     Lease lapsed) or its recorded list changed, else at that replica's
-//     next periodic read of every peer. Both replicas see the same renewal;
-//     the replica the server's filter reads had read it before /readyz, so
-//     the other's read starts at the latest one --refresh-interval after
-//     /readyz and ends within --scrape-timeout: bound = refresh-interval +
-//     scrape-timeout + rejoinMargin after /readyz (5 s on the plane; 16 s
+//     next read of a peer it lists not ready (engine.NotReadyRecheck, 1 s,
+//     or --refresh-interval when shorter). The replica the server's filter
+//     reads had read it before /readyz, so the other's read starts at the
+//     latest min(refresh-interval, 1 s) after /readyz and ends within
+//     --scrape-timeout: bound = min(refresh-interval, 1 s) +
+//     scrape-timeout + rejoinMargin after /readyz (4 s on the plane; 7 s
 //     with the shipped defaults, 10 s and 5 s).
-//   - Frozen (SIGSTOP), thawed (SIGCONT): its /readyz passed long ago and
-//     never fails again, so it answers at once and says nothing about its
-//     peers. From SIGCONT: if its Lease lapsed meanwhile, its filter renews
-//     it within a renewal period (3 s; the overdue tick fires at once) and
-//     every replica reads it at once (rejoined); if not, every replica
-//     reads it at its next periodic read. Either way each read starts
-//     within max(refresh-interval, renew interval) and ends within
-//     --scrape-timeout: bound = max(refresh-interval, 3 s) +
-//     scrape-timeout + rejoinMargin after SIGCONT (6 s on the plane; 16 s
+//   - Frozen (SIGSTOP) until its Lease lapsed, thawed (SIGCONT): its
+//     /readyz passed long ago and never fails again, so it answers at once
+//     and says nothing about its peers. From SIGCONT its filter renews its
+//     Lease within a renewal period (3 s; the overdue tick fires at once)
+//     and every replica reads it at once (rejoined): bound = 3 s +
+//     scrape-timeout + rejoinMargin after SIGCONT (6 s on the plane; 9 s
 //     with the shipped defaults).
+//
+// Both bounds count a whole --scrape-timeout for the read, a read that
+// hangs on a server that is back; a server that answers is read in
+// milliseconds, which is what the chaos soak's detection grace counts
+// (test/chaos DetectionGrace).
 //
 // rejoinMargin is what follows the replica's publish: the filters' watch
 // events through their aggregator, their routing-table rebuild (at most
@@ -89,8 +93,8 @@ var rejoinGVR = schema.GroupVersionResource{Group: "resource.k8s.io", Version: "
 const rejoinMargin = time.Second
 
 var (
-	boundRestarted = localcluster.DefaultRefreshInterval + localcluster.DefaultScrapeTimeout + rejoinMargin
-	boundThawed    = max(localcluster.DefaultRefreshInterval, peerlease.DefaultRenewInterval) + localcluster.DefaultScrapeTimeout + rejoinMargin
+	boundRestarted = min(localcluster.DefaultRefreshInterval, engine.NotReadyRecheck) + localcluster.DefaultScrapeTimeout + rejoinMargin
+	boundThawed    = peerlease.DefaultRenewInterval + localcluster.DefaultScrapeTimeout + rejoinMargin
 )
 
 // How often the test asks: the victim's /readyz at least every 100 ms
