@@ -124,7 +124,26 @@ func cleanStaleRuns(dir string, keep int, logf func(string, ...any)) {
 	sort.Strings(finished)
 	if len(finished) > keep {
 		for _, d := range finished[:len(finished)-keep] {
+			if startedWithin(filepath.Base(d), keepRecentRuns, time.Now()) {
+				continue
+			}
 			_ = os.RemoveAll(d)
 		}
 	}
+}
+
+// keepRecentRuns: a run folder younger than this is never pruned. The test
+// command starts more planes than DefaultKeepRuns, and the logs of a lane
+// that failed early must outlive the planes that start after it.
+const keepRecentRuns = 3 * time.Hour
+
+// startedWithin tells whether a run folder's name (its start time, local
+// time, then a suffix) is less than d before now.
+func startedWithin(name string, d time.Duration, now time.Time) bool {
+	const layout = "20060102-150405"
+	if len(name) < len(layout) {
+		return false
+	}
+	t, err := time.ParseInLocation(layout, name[:len(layout)], time.Local)
+	return err == nil && now.Sub(t) < d
 }
