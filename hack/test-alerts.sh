@@ -18,9 +18,10 @@
 # (kube-apiserver v1.36.3 and v1.37.2 with the filter, two
 # peerdiscovery-apiserver replicas, kube-controller-manager), watched by a
 # real Prometheus ${PROMETHEUS_VERSION} with the shipped scrape jobs, RBAC
-# and rules (each `for` divided by 10, as the plane divides the tombstone),
+# and rules (each `for` divided by 10, as the plane divides the tombstone,
+# and the error-budget burn alerts' rate windows too),
 # and prints the table of faults, times to fire and times to resolve (also
-# in the run folder, prometheus/report.md). About 15 minutes on two cores,
+# in the run folder, prometheus/report.md). About 26 minutes on two cores,
 # plus the Prometheus build the first time.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"

@@ -39,7 +39,7 @@ const dir = "../../artifacts/monitoring"
 var (
 	promql = parser.NewParser(parser.Options{})
 	// The components metrics.txt may name.
-	components = []string{"kube-apiserver", "peerdiscovery-apiserver"}
+	components = []string{"kube-apiserver", "peerdiscovery-apiserver", "prometheus"}
 )
 
 // metricNames returns the metric names expr selects, sorted and unique; a

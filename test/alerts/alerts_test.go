@@ -49,6 +49,16 @@ const (
 	filterCachesUnsynced  = "PeerdiscoveryFilterCachesUnsynced"
 	discoveryStale        = "PeerdiscoveryDiscoveryStale"
 	apiServiceUnavailable = "PeerdiscoveryAPIServiceUnavailable"
+	burnFast              = "PeerdiscoveryProxiedErrorBudgetBurnFast"
+	burnSlow              = "PeerdiscoveryProxiedErrorBudgetBurnSlow"
+	targetDown            = "PeerdiscoveryTargetDown"
+)
+
+// The proxied requests' 5xx ratio over the burn alerts' windows here (the
+// shipped 5m and 1h divided by forDivisor), for the log.
+const (
+	ratioShort = `sum(rate(peerdiscovery_filter_peer_routed_requests_total{code=~"5.."}[30s])) / sum(rate(peerdiscovery_filter_peer_routed_requests_total[30s]))`
+	ratioLong  = `sum(rate(peerdiscovery_filter_peer_routed_requests_total{code=~"5.."}[360s])) / sum(rate(peerdiscovery_filter_peer_routed_requests_total[360s]))`
 )
 
 // svmPath is a collection only v1.37.2 serves: through v1.36.3 it is
@@ -56,8 +66,10 @@ const (
 const svmPath = "/apis/storagemigration.k8s.io/v1/storageversionmigrations"
 
 // row is one line of the report: an alert, the fault that made it fire
-// and the repair that resolved it.
+// and the repair that resolved it; or, with quiet set, a fault it had to
+// stay quiet through (ep is then nil).
 type row struct {
+	quiet             string
 	alert, fault, fix string
 	faultAt, fixAt    time.Time
 	ep                *episode
@@ -82,8 +94,8 @@ func TestAlertsFireAndResolve(t *testing.T) {
 		for ri, r := range g.Rules {
 			shippedFor[r.Alert], _ = time.ParseDuration(r.For)
 			e2eFor[r.Alert], _ = time.ParseDuration(rules.Groups[gi].Rules[ri].For)
-			if rules.Groups[gi].Rules[ri].Expr != r.Expr {
-				t.Fatalf("%s: the expression run here differs from the shipped one", r.Alert)
+			if rules.Groups[gi].Rules[ri].Expr != e2eExpr(t, r) {
+				t.Fatalf("%s: the expression run here differs from the shipped one (windows aside)", r.Alert)
 			}
 		}
 	}
@@ -124,10 +136,82 @@ func TestAlertsFireAndResolve(t *testing.T) {
 		rows = append(rows, row{alert: alert, fault: fault, fix: fix, faultAt: faultAt, fixAt: fixAt, ep: ep})
 	}
 
+	// 0. On the fresh Prometheus, whose long windows hold nothing else
+	// yet: 5 LISTs/s of storageversionmigrations through v1.36.3, each
+	// proxied to v1.37.2, run through 0a and 0b: the burn alerts' healthy
+	// baseline.
+	sloLoad := startTraffic(t, cluster.AdminConfig(old), svmPath, 200*time.Millisecond, 20*time.Minute)
+	sloStart := time.Now()
+	waitQuery(t, p, `sum(rate(peerdiscovery_filter_peer_routed_requests_total{code="200"}[1m])) > 0`, 2*time.Minute)
+
+	// 0a. A replica stopped (SIGTERM): its endpoint stays in the
+	// EndpointSlice, not ready, as a terminating or crash-looping Pod's
+	// does, so it stays a target that does not answer (TargetDown).
+	// Undone by starting it.
+	planetest.KeepExtensionsRunning(t, cluster)
+	down := len(cluster.Extensions()) - 1
+	fault0 := time.Now()
+	if err := cluster.StopExtension(down); err != nil {
+		t.Fatal(err)
+	}
+	td := w.waitFiring(t, targetDown, fault0, 3*time.Minute)
+	fix0 := time.Now()
+	if err := cluster.StartExtension(down); err != nil {
+		t.Fatal(err)
+	}
+	td = w.waitResolved(t, targetDown, td.firing, 2*time.Minute)
+	add(targetDown, fmt.Sprintf("peerdiscovery-apiserver replica %s stopped (SIGTERM; its endpoint stays in the EndpointSlice, not ready)", cluster.Extensions()[down].Name), "started again", fault0, fix0, td)
+
+	// 0b. A fault the SLO allows: v1.37.2, the only server of the listed
+	// resource, hung for 15 s (SIGSTOP, SIGCONT) after at least 4.5
+	// minutes of healthy load. Its requests wait, then get 503 once its
+	// Lease lapses, until it renews it again: the short windows' ratio
+	// passes both thresholds, the long ones' stays far below, and neither
+	// burn alert may fire (watched until the slow one's short window, 3
+	// minutes here, has forgotten the fault).
+	w.waitQuiet(t, 2*time.Minute)
+	if d := 270*time.Second - time.Since(sloStart); d > 0 {
+		time.Sleep(d)
+	}
+	codesBefore := sloLoad.snapshot()
+	faultA := time.Now()
+	if err := cluster.FreezeAPIServer(upgraded); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(15 * time.Second)
+	if err := cluster.ThawAPIServer(upgraded); err != nil {
+		_ = cluster.ThawAPIServer(upgraded)
+		t.Fatal(err)
+	}
+	fixA := time.Now()
+	peakShort := w.peak(t, ratioShort, fixA.Add(20*time.Second))
+	time.Sleep(200 * time.Second)
+	peakLong := w.peak(t, ratioLong, time.Now())
+	codesAfter := sloLoad.snapshot()
+	answered := map[int]int{}
+	for code, n := range codesAfter {
+		answered[code] = n - codesBefore[code]
+	}
+	quiet := fmt.Sprintf("%v (the load's answers from the fault to %s after the repair); the 5xx ratio peaked at %s over 30 s and %s over 6 min", answered, 200*time.Second, peakShort, peakLong)
+	for _, name := range []string{burnFast, burnSlow} {
+		for _, ep := range w.all()[name] {
+			if !ep.firing.IsZero() && ep.firing.After(faultA) {
+				t.Errorf("%s fired at %s through a fault the SLO allows: %s", name, clock(ep.firing), quiet)
+			}
+		}
+		rows = append(rows, row{alert: name, quiet: quiet, fault: "kube-apiserver v1.37.2, the only server of 4 GVRs, hung (SIGSTOP) for 15 s under 5 LISTs/s of `storageversionmigrations` through v1.36.3, after 4.5 minutes of them", fix: "resumed (SIGCONT)", faultAt: faultA, fixAt: fixA})
+	}
+	t.Logf("a fault the SLO allows: %s", quiet)
+	t.Logf("the SLO load: %v", sloLoad.stop())
+	w.waitQuiet(t, 6*time.Minute)
+
 	// 1. v1.37.2, the only server of four GVRs, hangs while clients list
 	// one of them through v1.36.3: the GVRs lose their last ready server
-	// (RoutesUnavailable) and the proxied requests get 503
-	// (ProxyErrors). Undone by resuming it.
+	// (RoutesUnavailable) and the proxied requests get 503 (ProxyErrors,
+	// and the fast burn: the load has just started, so 503s soon make
+	// most of the windows' proxied requests). Undone by resuming it, once
+	// both fired: before the server's tombstone (60 s here) expires and
+	// its GVRs would answer 404 instead.
 	load := startTraffic(t, cluster.AdminConfig(old), svmPath, 200*time.Millisecond, 20*time.Minute)
 	waitQuery(t, p, `sum(rate(apiserver_rerouted_request_total{resource="storageversionmigrations"}[1m])) > 0`, 2*time.Minute)
 	thawed := false
@@ -141,6 +225,7 @@ func TestAlertsFireAndResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	ru := w.waitFiring(t, routesUnavailable, fault1, 3*time.Minute)
+	bf := w.waitFiring(t, burnFast, fault1, 3*time.Minute)
 	fix1 := time.Now()
 	if err := cluster.ThawAPIServer(upgraded); err != nil {
 		t.Fatal(err)
@@ -149,6 +234,8 @@ func TestAlertsFireAndResolve(t *testing.T) {
 	ru = w.waitResolved(t, routesUnavailable, ru.firing, 3*time.Minute)
 	hang := "kube-apiserver v1.37.2 hung (SIGSTOP), the only server of 4 GVRs"
 	add(routesUnavailable, hang, "resumed (SIGCONT)", fault1, fix1, ru)
+	bf = w.waitResolved(t, burnFast, bf.firing, 3*time.Minute)
+	add(burnFast, hang+", under 5 LISTs/s of `storageversionmigrations` through v1.36.3 started just before (503s)", "resumed (SIGCONT)", fault1, fix1, bf)
 	pe := w.waitFiring(t, proxyErrors, fault1, 5*time.Minute)
 
 	// 2. A replica that cannot read what its view is computed from: the
@@ -187,7 +274,13 @@ func TestAlertsFireAndResolve(t *testing.T) {
 	// a firewall closing the peer port would): its Lease is renewed, its
 	// discovery cannot be read (PeerNotReady). Undone by restarting it
 	// with the right port.
+	// Meanwhile the same 5 LISTs/s of storageversionmigrations through
+	// v1.36.3: they get 503 while v1.37.2 restarts and while it is not
+	// ready, a fault that lasts long enough for the slow burn (its
+	// `for` 90 s here).
 	w.waitQuiet(t, 5*time.Minute)
+	load = startTraffic(t, cluster.AdminConfig(old), svmPath, 200*time.Millisecond, 20*time.Minute)
+	waitQuery(t, p, `sum(rate(peerdiscovery_filter_peer_routed_requests_total{code="200"}[1m])) > 0`, 2*time.Minute)
 	if err := cluster.StopAPIServer(upgraded, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -199,6 +292,7 @@ func TestAlertsFireAndResolve(t *testing.T) {
 		t.Fatal(err)
 	}
 	pn := w.waitFiring(t, peerNotReady, fault2, 5*time.Minute)
+	bs := w.waitFiring(t, burnSlow, fault2, 5*time.Minute)
 	fix2 := time.Now()
 	if err := cluster.StopAPIServer(upgraded, syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -208,6 +302,9 @@ func TestAlertsFireAndResolve(t *testing.T) {
 	}
 	pn = w.waitResolved(t, peerNotReady, pn.firing, 3*time.Minute)
 	add(peerNotReady, "kube-apiserver v1.37.2 advertises peer port 6444, where nothing listens", "restarted with the right port", fault2, fix2, pn)
+	bs = w.waitResolved(t, burnSlow, bs.firing, 6*time.Minute)
+	add(burnSlow, "the same (v1.37.2 stopped, restarted advertising port 6444), under 5 LISTs/s of `storageversionmigrations` through v1.36.3 (503s)", "restarted with the right port", fault2, fix2, bs)
+	t.Logf("the load through v1.36.3: %v", load.stop())
 
 	// 4. Both peerdiscovery-apiserver replicas down (APIServiceUnavailable),
 	// and meanwhile v1.36.3 restarted: its filter cannot sync
@@ -247,7 +344,7 @@ func TestAlertsFireAndResolve(t *testing.T) {
 	for name := range shippedFor {
 		found := false
 		for _, r := range rows {
-			found = found || (r.alert == name && !r.ep.resolved.IsZero())
+			found = found || (r.alert == name && r.ep != nil && !r.ep.resolved.IsZero())
 		}
 		if !found {
 			t.Errorf("%s did not fire and resolve", name)
@@ -255,6 +352,30 @@ func TestAlertsFireAndResolve(t *testing.T) {
 	}
 	checkMetricNames(t, p)
 	checkDashboardQueries(t, p)
+	logInputAge(t, p)
+}
+
+// logInputAge logs how old each filter's routing informers' input is now,
+// and the oldest it was over the run (faults included), per server and
+// informer: the figures an alert on a stalled input would be set from.
+func logInputAge(t *testing.T, p *prometheus) {
+	t.Helper()
+	for _, q := range []string{
+		`time() - peerdiscovery_filter_informer_last_input_timestamp_seconds`,
+		`max_over_time((time() - peerdiscovery_filter_informer_last_input_timestamp_seconds)[60m:5s])`,
+	} {
+		v, err := p.queryVector(q)
+		if err != nil {
+			t.Errorf("%s: %v", q, err)
+			continue
+		}
+		var lines []string
+		for _, s := range v {
+			lines = append(lines, fmt.Sprintf("%s %s: %v s", s.Metric["instance"], s.Metric["resource"], s.Value[1]))
+		}
+		sort.Strings(lines)
+		t.Logf("%s:\n  %s", q, strings.Join(lines, "\n  "))
+	}
 }
 
 // waitTargets waits until Prometheus scrapes every kube-apiserver and
@@ -458,6 +579,13 @@ func startTraffic(t *testing.T, cfg *rest.Config, path string, interval, max tim
 	return tr
 }
 
+// snapshot returns the answers by status so far.
+func (tr *traffic) snapshot() map[int]int {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return maps.Clone(tr.codes)
+}
+
 // stop ends the load and returns the answers by status (0: no answer).
 func (tr *traffic) stop() map[int]int {
 	tr.cancel()
@@ -536,10 +664,23 @@ func report(t *testing.T, rows []row, all map[string][]episode, shippedFor, e2eF
 	fmt.Fprintf(&b, "| alert | fault | `for` here (shipped) | expression true after | fired after | would fire with the shipped `for` after | repair | resolved after |\n")
 	fmt.Fprintf(&b, "| --- | --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, r := range rows {
+		forHere := fmt.Sprintf("%s (%s)", e2eFor[r.alert], shippedFor[r.alert])
+		if burnAlerts[r.alert] {
+			forHere += ", windows ÷10"
+		}
+		if r.ep == nil {
+			fmt.Fprintf(&b, "| %s | %s | %s | - | quiet: %s | - | %s | - |\n", r.alert, r.fault, forHere, r.quiet, r.fix)
+			continue
+		}
 		pending := r.ep.pending.Sub(r.faultAt)
-		fmt.Fprintf(&b, "| %s | %s | %s (%s) | %s | %s | %s | %s | %s |\n",
-			r.alert, r.fault, e2eFor[r.alert], shippedFor[r.alert], sec(pending), sec(r.ep.firing.Sub(r.faultAt)),
-			sec(pending+shippedFor[r.alert]), r.fix, sec(r.ep.resolved.Sub(r.fixAt)))
+		shipped := sec(pending + shippedFor[r.alert])
+		if burnAlerts[r.alert] {
+			// Its windows are a tenth of the shipped ones too.
+			shipped = "≈ " + sec(forDivisor*pending+shippedFor[r.alert])
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			r.alert, r.fault, forHere, sec(pending), sec(r.ep.firing.Sub(r.faultAt)),
+			shipped, r.fix, sec(r.ep.resolved.Sub(r.fixAt)))
 	}
 	b.WriteString("\nEvery episode (pending → firing → resolved, wall clock):\n")
 	var names []string

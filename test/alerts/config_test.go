@@ -40,6 +40,24 @@ func TestE2ERulesShortenOnlyFor(t *testing.T) {
 				t.Errorf("%s: for %s here, %s shipped: want a %dth", r.Alert, e.For, r.For, forDivisor)
 			}
 			e.For = r.For
+			if burnAlerts[r.Alert] {
+				// Each rate window a tenth: 1h 360s, 5m 30s, 6h 2160s, 30m 180s.
+				shipped, here := rangeWindow.FindAllString(r.Expr, -1), rangeWindow.FindAllString(e.Expr, -1)
+				if len(shipped) == 0 || len(shipped) != len(here) {
+					t.Errorf("%s: windows %v shipped, %v here", r.Alert, shipped, here)
+				}
+				for i := range min(len(shipped), len(here)) {
+					s, _ := time.ParseDuration(strings.Trim(shipped[i], "[]"))
+					h, _ := time.ParseDuration(strings.Trim(here[i], "[]"))
+					if h*forDivisor != s {
+						t.Errorf("%s: window %s here for %s shipped: want a %dth", r.Alert, here[i], shipped[i], forDivisor)
+					}
+				}
+				if rangeWindow.ReplaceAllString(e.Expr, "[w]") != rangeWindow.ReplaceAllString(r.Expr, "[w]") {
+					t.Errorf("%s: more than the windows differ:\n%s\n%s", r.Alert, e.Expr, r.Expr)
+				}
+				e.Expr = r.Expr
+			}
 			if !reflect.DeepEqual(e, r) {
 				t.Errorf("%s: more than `for` differs:\n%+v\n%+v", r.Alert, e, r)
 			}
@@ -47,6 +65,17 @@ func TestE2ERulesShortenOnlyFor(t *testing.T) {
 	}
 	if n == 0 {
 		t.Fatal("no rules")
+	}
+	for name := range burnAlerts {
+		found := false
+		for _, g := range shipped.Groups {
+			for _, r := range g.Rules {
+				found = found || r.Alert == name
+			}
+		}
+		if !found {
+			t.Errorf("burn alert %s is not in alerts.yaml", name)
+		}
 	}
 }
 

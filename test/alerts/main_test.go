@@ -21,7 +21,7 @@
 // ServiceAccount token, TLS verified. Each alert is brought about by a
 // fault on the plane, then the fault is undone, and the times are read from
 // Prometheus's own alerts API. It runs on demand (hack/test-alerts.sh,
-// about 10 minutes): PEERDISCOVERY_ALERTS_E2E=1 and PEERDISCOVERY_PROMETHEUS,
+// about 26 minutes): PEERDISCOVERY_ALERTS_E2E=1 and PEERDISCOVERY_PROMETHEUS,
 // the path of a prometheus binary (hack/build-prometheus.sh prometheus).
 package alerts
 

@@ -24,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,9 +93,40 @@ func shippedRules(t *testing.T) ruleFile {
 	return rf
 }
 
-// e2eRules is alerts.yaml with every `for` divided by forDivisor and
-// nothing else changed: the expressions, labels and annotations are the
-// shipped ones.
+// burnAlerts are the error-budget burn alerts: their rate windows (1h
+// and 5m, 6h and 30m) are divided by forDivisor here, as their `for` is,
+// so that each burns through its budget in a tenth of the time.
+var burnAlerts = map[string]bool{burnFast: true, burnSlow: true}
+
+// rangeWindow is a range selector's duration in a rule's expression.
+var rangeWindow = regexp.MustCompile(`\[\d+[smh]\]`)
+
+// e2eExpr is the expression run here for a shipped rule: the shipped one,
+// with the windows of the burn alerts divided by forDivisor (in seconds).
+func e2eExpr(t testing.TB, r rule) string {
+	t.Helper()
+	if !burnAlerts[r.Alert] {
+		return r.Expr
+	}
+	n := 0
+	expr := rangeWindow.ReplaceAllStringFunc(r.Expr, func(w string) string {
+		d, err := time.ParseDuration(w[1 : len(w)-1])
+		if err != nil || d%(forDivisor*time.Second) != 0 {
+			t.Fatalf("%s: window %s cannot be divided by %d", r.Alert, w, forDivisor)
+		}
+		n++
+		return fmt.Sprintf("[%ds]", int((d / forDivisor).Seconds()))
+	})
+	if n == 0 {
+		t.Fatalf("%s: a burn alert without a rate window", r.Alert)
+	}
+	return expr
+}
+
+// e2eRules is alerts.yaml with every `for` divided by forDivisor, and the
+// burn alerts' rate windows too (e2eExpr); nothing else changed: the
+// rest of the expressions, the labels and annotations are the shipped
+// ones.
 func e2eRules(t *testing.T, rf ruleFile) ruleFile {
 	t.Helper()
 	out := rf
@@ -108,6 +140,7 @@ func e2eRules(t *testing.T, rf ruleFile) ruleFile {
 				t.Fatalf("%s: for %q is not a Go duration", r.Alert, r.For)
 			}
 			r.For = fmt.Sprintf("%ds", int((d / forDivisor).Seconds()))
+			r.Expr = e2eExpr(t, r)
 			ng.Rules = append(ng.Rules, r)
 		}
 		out.Groups = append(out.Groups, ng)
@@ -353,6 +386,27 @@ func (p *prometheus) metricNames() ([]string, error) {
 	var names []string
 	err := p.get("/api/v1/label/__name__/values", nil, &names)
 	return names, err
+}
+
+// sample is one series of an instant query's answer.
+type sample struct {
+	Metric map[string]string `json:"metric"`
+	Value  [2]any            `json:"value"`
+}
+
+// queryVector evaluates an instant query and returns its series.
+func (p *prometheus) queryVector(q string) ([]sample, error) {
+	var data struct {
+		ResultType string   `json:"resultType"`
+		Result     []sample `json:"result"`
+	}
+	if err := p.get("/api/v1/query", url.Values{"query": {q}}, &data); err != nil {
+		return nil, err
+	}
+	if data.ResultType != "vector" {
+		return nil, fmt.Errorf("%s: result type %s", q, data.ResultType)
+	}
+	return data.Result, nil
 }
 
 // query evaluates an instant query and returns how many series it gave.

@@ -18,6 +18,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -231,6 +232,26 @@ func (w *watcher) activeNames() string {
 	}
 	sort.Strings(names)
 	return strings.Join(names, ", ")
+}
+
+// peak is the highest value of the instant query q over the 4 minutes
+// before at (a subquery at Prometheus' evaluation interval), as a
+// percentage, for the log.
+func (w *watcher) peak(t *testing.T, q string, at time.Time) string {
+	t.Helper()
+	if d := time.Until(at); d > 0 {
+		time.Sleep(d)
+	}
+	v, err := w.p.queryVector(fmt.Sprintf("max_over_time((%s)[4m:%s])", q, scrapeInterval))
+	if err != nil || len(v) != 1 {
+		t.Logf("peak of %s: %v (%d series)", q, err, len(v))
+		return "?"
+	}
+	f, err := strconv.ParseFloat(fmt.Sprint(v[0].Value[1]), 64)
+	if err != nil {
+		return fmt.Sprint(v[0].Value[1])
+	}
+	return fmt.Sprintf("%.1f %%", 100*f)
 }
 
 // all returns a copy of every alert's episodes.
