@@ -435,6 +435,12 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
 	}
 	if !f.Synced() {
+		// A live peer's registration Lease (this server's own watch,
+		// synced within a second of start) can route what the view
+		// cannot yet: a restarted server routes from its first second.
+		if f.local.synced() && !f.local.Serves(req.GVR) && f.proxyRecorded(w, r, req, info) {
+			return
+		}
 		if f.unsyncedUnavailable(req) {
 			// The GVR comes from the client and is known to no routing
 			// state yet: it must not become a metric label.
@@ -442,9 +448,6 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			peerRoutedAnswer(http.StatusServiceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
 			f.answers.retryLater(w, r, resourceSubject(req.GVR), fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()))
-			return
-		}
-		if f.local.synced() && !f.local.Serves(req.GVR) && f.unroutedButRecorded(w, r, req) {
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -462,7 +465,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
 	case v1alpha1.RouteNotFound:
-		if !f.unroutedButRecorded(w, r, req) {
+		if !f.proxyRecorded(w, r, req, info) {
 			h.next.ServeHTTP(w, r)
 		}
 	default:
@@ -470,23 +473,28 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// unroutedButRecorded answers 503 with Retry-After, and reports true, for a
-// resource that no route here names but a live peer's registration Lease
-// records: peerdiscovery's view has not caught up with that peer yet, and
-// the local chain's 404 would be false.
-func (f *Filter) unroutedButRecorded(w http.ResponseWriter, r *http.Request, req routing.Request) bool {
+// proxyRecorded proxies, and reports true, a request for a resource that
+// no route names (the view lags behind a server, or is not synced yet)
+// but a live peer's registration Lease records (routing.DecideRecorded):
+// never a false 404, and no 503 while the recording server can answer.
+// A peer the view lists not ready is skipped by the proxy; when none can
+// take it, the answer is the proxy's 503 with Retry-After.
+func (f *Filter) proxyRecorded(w http.ResponseWriter, r *http.Request, req routing.Request, info *apirequest.RequestInfo) bool {
 	if req.AlreadyProxied {
 		return false
 	}
-	id, ok := f.leases.recordedElsewhere(f.serverID, req.GVR)
-	if ok {
-		f.unrouted(w, r, resourceSubject(req.GVR), routing.GVRString(req.GVR), id)
+	res := routing.DecideRecorded(f.leases.recordedBy(f.serverID, req.GVR), req.GVR, f.serverID)
+	if res.Decision != v1alpha1.RouteProxy {
+		return false
 	}
-	return ok
+	audit.AddAuditAnnotation(r.Context(), AuditRouteSource, "registration-lease")
+	f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(req.GVR), longRunning: f.longRunning(r, info)})
+	return true
 }
 
-// groupVersionUnrouted is unroutedButRecorded's answer for a discovery
-// document of a group-version.
+// groupVersionUnrouted answers 503 with Retry-After for the discovery
+// document of a group-version that no route names but a live peer's
+// registration Lease records: the document is built from the view.
 func (f *Filter) groupVersionUnrouted(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, id string) {
 	f.unrouted(w, r, groupVersionSubject(gv), gv.String(), id)
 }

@@ -48,6 +48,9 @@ const (
 	AuditProxiedTo  = "peerdiscovery.k8s.io/proxied-to"
 	AuditFailedOver = "peerdiscovery.k8s.io/failed-over-from"
 	AuditError      = "peerdiscovery.k8s.io/error"
+	// AuditRouteSource is "registration-lease" on a request proxied by
+	// what a peer's registration Lease records, no route naming it yet.
+	AuditRouteSource = "peerdiscovery.k8s.io/route-source"
 )
 
 // target is where serve sends one request, and what it is for.

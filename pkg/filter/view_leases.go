@@ -191,6 +191,20 @@ func (l *leaseRecords) goneForGood(id string) bool {
 	return !s.reg.Live(now) && !routing.Recovering(s.reg.Departed(), s.reg.GoneAt(), now)
 }
 
+// recordedBy lists the live servers other than self whose Lease records
+// gvr, as routing peers at the endpoints their Leases give (their view's
+// readiness, if any, is the proxy's to check).
+func (l *leaseRecords) recordedBy(self string, gvr schema.GroupVersionResource) []routing.Peer {
+	now := l.now()
+	var out []routing.Peer
+	for id, s := range *l.servers.Load() {
+		if _, ok := s.gvrs[gvr]; ok && id != self && s.reg.Live(now) {
+			out = append(out, routing.Peer{ID: id, Endpoint: s.reg.Endpoint, Ready: true})
+		}
+	}
+	return out
+}
+
 // recordedElsewhere returns a live server other than self whose Lease
 // records gvr (the first by ID), if any. Departed and lapsed servers do not
 // count: their tombstones are peerdiscovery's to keep.

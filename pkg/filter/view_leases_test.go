@@ -74,6 +74,12 @@ func (s *fakeLeaseServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // running).
 func registrationLease(t *testing.T, id string, renewed, departed time.Time, rv string, served ...schema.GroupVersionResource) string {
 	t.Helper()
+	return registrationLeaseAt(t, id, "10.0.0.9:6443", renewed, departed, rv, served...)
+}
+
+// registrationLeaseAt is registrationLease for a server at endpoint.
+func registrationLeaseAt(t *testing.T, id, endpoint string, renewed, departed time.Time, rv string, served ...schema.GroupVersionResource) string {
+	t.Helper()
 	var rs []peerlease.ServedResource
 	for _, g := range served {
 		rs = append(rs, peerlease.ServedResource{GroupVersionResource: g, Scope: "Namespaced", Kind: "Thing", Verbs: []string{"get", "list"}})
@@ -85,7 +91,7 @@ func registrationLease(t *testing.T, id string, renewed, departed time.Time, rv 
 			t.Fatal(err)
 		}
 	}
-	l := peerlease.NewRegistrationLease(nil, id, "10.0.0.9:6443", "v1.37.2", enc, renewed)
+	l := peerlease.NewRegistrationLease(nil, id, endpoint, "v1.37.2", enc, renewed)
 	if !departed.IsZero() {
 		l = peerlease.MarkDeparted(l, departed, enc)
 	}
@@ -100,8 +106,10 @@ func registrationLease(t *testing.T, id string, renewed, departed time.Time, rv 
 
 // TestLeaseRecordedResourceIsNever404 checks the filter's own reading of
 // the registration Leases: a resource that no route here names, but a
-// live peer's Lease records, is a 503 with Retry-After, never the local
-// chain's 404, whatever peerdiscovery's view says or whether it synced.
+// live peer's Lease records, is proxied to that peer (its discovery
+// documents, built from the view, are a 503 with Retry-After), never the
+// local chain's 404, whatever peerdiscovery's view says or whether it
+// synced.
 // The replica a filter reads can lag behind the Leases (test/nodeplane in
 // CI: a v1.37.2 server's new resources were 404 through a v1.36.3 server
 // for 27 s after it was ready).
@@ -110,7 +118,8 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(now)
 	e.f.clock = clk
-	e.setRoutes(route(widgetsGVR, readyPeer(selfID, "self:1"), readyPeer("b", "10.0.0.2:6443")))
+	peerB := e.newPeer(nil)
+	e.setRoutes(route(widgetsGVR, readyPeer(selfID, "self:1"), readyPeer("b", peerB.endpoint())))
 	e.f.state.merged.Store(&v1alpha1.PeerAggregatedDiscovery{})
 
 	gvr := func(g, r string) schema.GroupVersionResource {
@@ -126,7 +135,7 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 		`"labels":{"peerdiscovery.k8s.io/registration":"kube-apiserver"},"annotations":{"peerdiscovery.k8s.io/endpoint":"10.0.0.8:6443","peerdiscovery.k8s.io/served-resources":"not base64"}},` +
 		`"spec":{"holderIdentity":"x","leaseDurationSeconds":10,"renewTime":"2026-12-02T12:00:00.000000Z"}}`
 	srv := &fakeLeaseServer{events: make(chan string), items: []string{
-		registrationLease(t, "b", now, time.Time{}, "1", gadgets, aggregated),
+		registrationLeaseAt(t, "b", peerB.endpoint(), now, time.Time{}, "1", gadgets, aggregated),
 		registrationLease(t, selfID, now, time.Time{}, "2", mine),
 		registrationLease(t, "d", now.Add(-time.Second), now.Add(-time.Second), "3", gone),
 		registrationLease(t, "l", now.Add(-time.Minute), time.Time{}, "4", lapsed),
@@ -153,86 +162,109 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 		t.Errorf("lease informer's label selector %q, want %q", srv.selector, want)
 	}
 
-	unrouted := map[string]string{"type": "unrouted", "group": "other", "version": "other", "resource": "other"}
-	check := func(name, path string, header http.Header, want503 bool) {
+	// want: local (the chain), proxied (to b, the resource a live Lease
+	// records), or unrouted (a 503: a discovery document of what a live
+	// Lease records, which only the view can build).
+	const (
+		local = iota
+		proxied
+		unrouted
+	)
+	unroutedLabels := map[string]string{"type": "unrouted", "group": "other", "version": "other", "resource": "other"}
+	check := func(name, path string, header http.Header, want int) {
 		t.Helper()
-		before, localBefore := counterValue(t, "apiserver_peer_proxy_errors_total", unrouted), e.local.calls.Load()
+		before, localBefore, peerBefore := counterValue(t, "apiserver_peer_proxy_errors_total", unroutedLabels), e.local.calls.Load(), len(peerB.requests())
 		req := e.newRequest(http.MethodGet, path, nil)
 		for k, v := range header {
 			req.Header[k] = v
 		}
 		resp := e.do(req)
 		body := readBody(t, resp)
-		localCalls := e.local.calls.Load() - localBefore
-		if !want503 {
-			if localCalls != 1 || resp.Header.Get("X-Served-By") != "local" {
-				t.Errorf("%s: %s: want the local chain, got %d %q", name, path, resp.StatusCode, body)
+		localCalls, peerCalls := e.local.calls.Load()-localBefore, len(peerB.requests())-peerBefore
+		switch want {
+		case local:
+			if localCalls != 1 || peerCalls != 0 || resp.Header.Get("X-Served-By") != "local" {
+				t.Errorf("%s: %s: want the local chain, got %d %q (peer calls %d)", name, path, resp.StatusCode, body, peerCalls)
 			}
-			return
-		}
-		if localCalls != 0 {
-			t.Errorf("%s: %s: the local chain answered (%d %q), want a 503 from the filter", name, path, resp.StatusCode, body)
-			return
-		}
-		checkUnavailable(t, resp, body, "served by kube-apiserver b (its registration lease records it)", 1)
-		if d := counterValue(t, "apiserver_peer_proxy_errors_total", unrouted) - before; d != 1 {
-			t.Errorf("%s: apiserver_peer_proxy_errors_total{type=unrouted} grew by %v, want 1", name, d)
-		}
-		if got := e.annotations(resp.Header.Get("Audit-Id"))[AuditDecision]; got != "unrouted" {
-			t.Errorf("%s: audit decision %q, want unrouted", name, got)
+		case proxied:
+			if localCalls != 0 || peerCalls != 1 || resp.StatusCode != http.StatusOK {
+				t.Errorf("%s: %s: want it proxied to b, got %d %q (local calls %d, peer calls %d)", name, path, resp.StatusCode, body, localCalls, peerCalls)
+				return
+			}
+			a := e.annotations(resp.Header.Get("Audit-Id"))
+			if a[AuditRouteSource] != "registration-lease" || a[AuditProxiedTo] != "b" {
+				t.Errorf("%s: audit annotations %v, want route-source registration-lease, proxied-to b", name, a)
+			}
+		case unrouted:
+			if localCalls != 0 || peerCalls != 0 {
+				t.Errorf("%s: %s: want a 503 from the filter, got %d %q (local calls %d, peer calls %d)", name, path, resp.StatusCode, body, localCalls, peerCalls)
+				return
+			}
+			checkUnavailable(t, resp, body, "served by kube-apiserver b (its registration lease records it)", 1)
+			if d := counterValue(t, "apiserver_peer_proxy_errors_total", unroutedLabels) - before; d != 1 {
+				t.Errorf("%s: apiserver_peer_proxy_errors_total{type=unrouted} grew by %v, want 1", name, d)
+			}
+			if got := e.annotations(resp.Header.Get("Audit-Id"))[AuditDecision]; got != "unrouted" {
+				t.Errorf("%s: audit decision %q, want unrouted", name, got)
+			}
 		}
 	}
-	check("a live peer records it, no route", "/apis/new.example.com/v1/namespaces/ns1/gadgets/g1", nil, true)
-	check("its group-version's resource list", "/apis/new.example.com/v1", nil, true)
-	check("its group", "/apis/new.example.com", nil, true)
-	check("already proxied by a peer", "/apis/new.example.com/v1/namespaces/ns1/gadgets", http.Header{PeerProxiedHeader: {"true"}}, false)
-	check("only this server's own Lease records it", "/apis/own.example.com/v1/mine", nil, false)
-	check("only a departed server's Lease", "/apis/gone.example.com/v1/gone", nil, false)
-	check("only a lapsed server's Lease", "/apis/lapsed.example.com/v1/lapsed", nil, false)
-	check("recorded nowhere", "/apis/nowhere.example.com/v1/ghosts", nil, false)
-	check("routed: the route decides", "/api/v1/namespaces/ns1/pods/p1", nil, false)
-	check("served here too (an aggregated API)", "/apis/metrics.example.com/v1/nodes", nil, false)
-	check("its group-version served here too", "/apis/metrics.example.com/v1", nil, false)
-	check("its group served here too", "/apis/metrics.example.com", nil, false)
+	check("a live peer records it, no route", "/apis/new.example.com/v1/namespaces/ns1/gadgets/g1", nil, proxied)
+	check("its group-version's resource list", "/apis/new.example.com/v1", nil, unrouted)
+	check("its group", "/apis/new.example.com", nil, unrouted)
+	check("already proxied by a peer", "/apis/new.example.com/v1/namespaces/ns1/gadgets", http.Header{PeerProxiedHeader: {"true"}}, local)
+	check("only this server's own Lease records it", "/apis/own.example.com/v1/mine", nil, local)
+	check("only a departed server's Lease", "/apis/gone.example.com/v1/gone", nil, local)
+	check("only a lapsed server's Lease", "/apis/lapsed.example.com/v1/lapsed", nil, local)
+	check("recorded nowhere", "/apis/nowhere.example.com/v1/ghosts", nil, local)
+	check("routed: the route decides", "/api/v1/namespaces/ns1/pods/p1", nil, local)
+	check("served here too (an aggregated API)", "/apis/metrics.example.com/v1/nodes", nil, local)
+	check("its group-version served here too", "/apis/metrics.example.com/v1", nil, local)
+	check("its group served here too", "/apis/metrics.example.com", nil, local)
 
 	// Unsynced (peerdiscovery unreachable) and past the sync grace: what a
 	// live peer records is still never a 404; what this server serves
 	// stays local.
 	e.f.state.isSynced.Store(false)
-	check("unsynced, grace over", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, true)
-	check("unsynced, served here", "/api/v1/namespaces/ns1/pods/p1", nil, false)
+	check("unsynced, grace over", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, proxied)
+	// Within the sync grace (a server that just started): proxied by the
+	// Lease record rather than 503 "not synced yet".
+	e.f.syncDeadline.Store(now.Add(time.Hour).UnixNano())
+	check("unsynced, in the grace", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, proxied)
+	e.f.syncDeadline.Store(0)
+	check("unsynced, served here", "/api/v1/namespaces/ns1/pods/p1", nil, local)
 	// The discovery documents too, once the server is past its start (its
 	// post-start hook ran longer ago than the sync grace): a conformance
 	// run in CI read /apis/storagemigration.k8s.io/v1 through a v1.36.3
 	// server whose filter had not synced, and got the chain's 404.
 	e.f.started.Store(true)
 	e.f.syncDeadline.Store(now.Add(-time.Second).UnixNano())
-	check("unsynced, past the start: its group-version's resource list", "/apis/new.example.com/v1", nil, true)
-	check("unsynced, past the start: its group", "/apis/new.example.com", nil, true)
-	check("unsynced, past the start: a group-version served here too", "/apis/metrics.example.com/v1", nil, false)
-	check("unsynced, past the start: recorded nowhere", "/apis/nowhere.example.com/v1", nil, false)
+	check("unsynced, past the start: its group-version's resource list", "/apis/new.example.com/v1", nil, unrouted)
+	check("unsynced, past the start: its group", "/apis/new.example.com", nil, unrouted)
+	check("unsynced, past the start: a group-version served here too", "/apis/metrics.example.com/v1", nil, local)
+	check("unsynced, past the start: recorded nowhere", "/apis/nowhere.example.com/v1", nil, local)
 	e.f.started.Store(false)
 	e.f.syncDeadline.Store(0)
 	e.f.state.isSynced.Store(true)
 
 	// A renewal with a new list, then the Lease deleted.
-	srv.events <- `{"type":"MODIFIED","object":` + registrationLease(t, "b", now, time.Time{}, "6", gizmos) + `}`
+	srv.events <- `{"type":"MODIFIED","object":` + registrationLeaseAt(t, "b", peerB.endpoint(), now, time.Time{}, "6", gizmos) + `}`
 	eventually(t, "the renewal's new list", func() bool {
 		_, ok := e.f.leases.recordedElsewhere(selfID, gizmos)
 		return ok
 	})
-	check("recorded by the renewal", "/apis/new.example.com/v1/gizmos", nil, true)
-	check("no longer recorded", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, false)
+	check("recorded by the renewal", "/apis/new.example.com/v1/gizmos", nil, proxied)
+	check("no longer recorded", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, local)
 	// The Lease lapses when its renewals stop.
 	clk.SetTime(now.Add(11 * time.Second))
-	check("lapsed since", "/apis/new.example.com/v1/gizmos", nil, false)
+	check("lapsed since", "/apis/new.example.com/v1/gizmos", nil, local)
 	clk.SetTime(now)
 	srv.events <- `{"type":"DELETED","object":` + registrationLease(t, "b", now, time.Time{}, "7", gizmos) + `}`
 	eventually(t, "the deletion", func() bool {
 		_, ok := e.f.leases.recordedElsewhere(selfID, gizmos)
 		return !ok
 	})
-	check("its Lease deleted", "/apis/new.example.com/v1/gizmos", nil, false)
+	check("its Lease deleted", "/apis/new.example.com/v1/gizmos", nil, local)
 }
 
 // TestLeaseRenewalKeepsTheDecodedRecord: every server renews its Lease

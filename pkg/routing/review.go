@@ -179,7 +179,7 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 		out = append(out, "the source's filter has synced its routing state: until it has, within its sync grace period after start, a resource it does not serve gets 503, and after that its own chain answers")
 	}
 	if res.Decision == v1alpha1.RouteNotFound {
-		out = append(out, "no live server's registration Lease records this resource: the source's filter reads the Leases itself, and for a resource a live peer's Lease records but no route names yet (this view has not caught up with that peer) it answers 503 with Retry-After, not 404")
+		out = append(out, "no live server's registration Lease records this resource: the source's filter reads the Leases itself, and a resource a live peer's Lease records but no route names yet (this view has not caught up with that peer) it proxies to that peer (DecideRecorded), never 404")
 	}
 	if res.Decision == v1alpha1.RouteUnavailable {
 		out = append(out, "the 503 carries Retry-After: 1 while a candidate that did not shut down stopped being ready less than "+RecoveryWindow.String()+" before the request (its APIServerPeer's Ready condition, lastTransitionTime; reason ShutDown: it shut down), and none after")

@@ -201,6 +201,7 @@ const (
 	whyOnlySelf
 	whyNoneReady
 	whyProxy
+	whyRecorded
 )
 
 // Result is a decision and why.
@@ -241,6 +242,8 @@ func (r Result) Reason() string {
 		return fmt.Sprintf("%s is served by %s but none is ready", gvr, peerIDs(others))
 	case whyProxy:
 		return fmt.Sprintf("%s is not served here; proxy to %s (ready peers, in order: %s)", gvr, r.Candidates[0].ID, peerIDs(r.Candidates))
+	case whyRecorded:
+		return fmt.Sprintf("%s is not served here and no route names it yet; the registration Lease of %s records it: proxy to %s", gvr, peerIDs(r.Candidates), r.Candidates[0].ID)
 	}
 	return ""
 }
@@ -297,6 +300,29 @@ func Decide(t *Table, req Request, self string, local Local) Result {
 		orderCandidates(self, res.Candidates)
 		res.Decision, res.why = v1alpha1.RouteProxy, whyProxy
 	}
+	return res
+}
+
+// DecideRecorded routes a request that Decide left NotFound (no route
+// names its GVR: the view has not caught up, or is not synced yet) by
+// what the servers' registration Leases record: recorded lists the live
+// servers other than self whose Lease records the GVR. A live server's
+// own record is the stronger fact: its resource is proxied to it, in the
+// same order Decide would use, never answered 404. None: NotFound.
+func DecideRecorded(recorded []Peer, gvr schema.GroupVersionResource, self string) Result {
+	res := Result{GVR: gvr, self: self}
+	var candidates []Peer
+	for _, p := range recorded {
+		if p.ID != self {
+			candidates = append(candidates, p)
+		}
+	}
+	if len(candidates) == 0 {
+		res.Decision, res.why = v1alpha1.RouteNotFound, whyUnknown
+		return res
+	}
+	orderCandidates(self, candidates)
+	res.Decision, res.why, res.Candidates = v1alpha1.RouteProxy, whyRecorded, candidates
 	return res
 }
 

@@ -408,3 +408,27 @@ func BenchmarkDecide(b *testing.B) {
 		})
 	}
 }
+
+func TestDecideRecorded(t *testing.T) {
+	gvr := schema.GroupVersionResource{Group: "new.example.com", Version: "v1", Resource: "gadgets"}
+	if res := DecideRecorded(nil, gvr, self); res.Decision != v1alpha1.RouteNotFound {
+		t.Errorf("no record: %s, want NotFound", res.Decision)
+	}
+	if res := DecideRecorded([]Peer{{ID: self, Endpoint: "self:1", Ready: true}}, gvr, self); res.Decision != v1alpha1.RouteNotFound {
+		t.Errorf("only self's own record: %s, want NotFound", res.Decision)
+	}
+	recorded := []Peer{{ID: "c", Endpoint: "c:1", Ready: true}, {ID: "b", Endpoint: "b:1", Ready: true}, {ID: self, Endpoint: "self:1", Ready: true}}
+	res := DecideRecorded(recorded, gvr, self)
+	if res.Decision != v1alpha1.RouteProxy || len(res.Candidates) != 2 {
+		t.Fatalf("decision %s, candidates %v", res.Decision, res.Candidates)
+	}
+	// The same order as Decide's for the same peers.
+	want := []Peer{{ID: "b", Endpoint: "b:1", Ready: true}, {ID: "c", Endpoint: "c:1", Ready: true}}
+	orderCandidates(self, want)
+	if !reflect.DeepEqual(res.Candidates, want) {
+		t.Errorf("candidates %v, want %v", res.Candidates, want)
+	}
+	if !strings.Contains(res.Reason(), "registration Lease") || !strings.Contains(res.Reason(), "proxy to "+want[0].ID) {
+		t.Errorf("reason %q", res.Reason())
+	}
+}

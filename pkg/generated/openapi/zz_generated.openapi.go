@@ -4007,7 +4007,7 @@ func schema_pkg_apis_peerdiscovery_v1alpha1_RouteReviewStatus(ref common.Referen
 							},
 						},
 						SchemaProps: spec.SchemaProps{
-							Description: "Assumptions name the inputs of the filter's decision that the review cannot read from the API, each with what the review assumed instead: whether the source's filter has synced its routing state (before it has, within its sync grace period after start, a resource it does not serve gets 503), the source's own discovery (the review takes the GVRs the routing tables list it for, as last read by peerdiscovery), whether the source runs the filter at all, for a resource no route names whether a live server's registration Lease records it (the source's filter reads the Leases itself and answers 503 then), and whether a candidate can be reached at request time. The decision holds when they do.",
+							Description: "Assumptions name the inputs of the filter's decision that the review cannot read from the API, each with what the review assumed instead: whether the source's filter has synced its routing state (before it has, within its sync grace period after start, a resource it does not serve and no live server's Lease records gets 503), the source's own discovery (the review takes the GVRs the routing tables list it for, as last read by peerdiscovery), whether the source runs the filter at all, for a resource no route names whether a live server's registration Lease records it (the source's filter reads the Leases itself and proxies to that server then), and whether a candidate can be reached at request time. The decision holds when they do.",
 							Type:        []string{"array"},
 							Items: &spec.SchemaOrArray{
 								Schema: &spec.Schema{
