@@ -108,7 +108,7 @@ func TestProxyEveryCandidateRefusesWhileTheViewLags(t *testing.T) {
 		msg        string
 		retryAfter int
 	}{
-		{"every lease lapsed or departed", departedLease, "registration lease of each records its departure or lapsed over 10s ago", 0},
+		{"every lease lapsed or departed", departedLease, "registration lease of each records its departure or lapsed over " + routing.RecoveryWindow.String() + " ago", 0},
 		{"one lease live", liveLease, "no peer serving it could be reached", 1},
 		{"one lease lapsed seconds ago", justLapsedLease, "no peer serving it could be reached", 1},
 	} {

@@ -41,8 +41,8 @@ func TestRetryExpected(t *testing.T) {
 		want  bool
 	}{
 		{"timed out just now", []*v1alpha1.APIServerPeer{peer("a", "Timeout", false, 0)}, true},
-		{"lapsed 9s ago", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, 9*time.Second)}, true},
-		{"lapsed 10s ago", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, RecoveryWindow)}, false},
+		{"lapsed just inside the window", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, RecoveryWindow-time.Second)}, true},
+		{"lapsed a window ago", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, RecoveryWindow)}, false},
 		{"shut down just now", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0)}, false},
 		{"one of two recovering", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0), peer("b", "ConnectionRefused", false, 3*time.Second)}, true},
 		{"only self recovering", []*v1alpha1.APIServerPeer{peer("self", "Timeout", false, 0), peer("b", v1alpha1.PeerReasonLeft, true, time.Minute)}, false},
