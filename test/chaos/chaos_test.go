@@ -46,7 +46,10 @@ const (
 // (2026-12-05, two runs: p99 time to success 59.8 and 57.8 ms; 1,131 and
 // 1,149 operations skipped; 728 and 742 failed after retries). Only p99
 // is checked here (held to MinLatencyBar). Failed after retries: ours
-// misses upstream's by ~5 % on this seed (docs/design.md, "Retry-After").
+// 779 beside upstream's 742 before the recovery window, 650 beside 766
+// with it, 735 alone with its 5 s form (docs/design.md, "Retry-After"):
+// within upstream's own spread on this seed, so not a check that holds
+// every run.
 // Skipped: ours ranged from 802 to 1,424 over five runs of this seed, once
 // over 1.2 × upstream's, so the figure is not stable enough for CI. CI
 // carries no check that fails at random; the both-routing runs check both.
