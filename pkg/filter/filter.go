@@ -459,11 +459,11 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
 	case v1alpha1.RouteUnavailable:
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
-		if res.RetryExpected(f.clock.Now()) {
-			f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason()+"; "+routing.RecoveringNote)
-			return
+		if why, retry := res.UnavailableReason(f.clock.Now()); retry {
+			f.answers.unavailable(w, r, resourceSubject(req.GVR), why)
+		} else {
+			f.answers.noneReady(w, r, resourceSubject(req.GVR), why)
 		}
-		f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
 	case v1alpha1.RouteNotFound:
 		if !f.proxyRecorded(w, r, req, info) {
 			h.next.ServeHTTP(w, r)

@@ -52,6 +52,7 @@ var RecoveringNote = "one stopped less than " + RecoveryWindow.String() + " ago 
 
 // RetryExpected tells whether an Unavailable decision's 503 names a short
 // wait: some server other than self that the route lists is Recovering.
+// UnavailableReason is what the filter answers and RouteReview says.
 func (r Result) RetryExpected(now time.Time) bool {
 	if r.Decision != v1alpha1.RouteUnavailable || r.Route == nil {
 		return false
@@ -62,4 +63,14 @@ func (r Result) RetryExpected(now time.Time) bool {
 		}
 	}
 	return false
+}
+
+// UnavailableReason is an Unavailable decision's message at now, and
+// whether its 503 names a short wait: the filter's answer and RouteReview's
+// reason both come from here.
+func (r Result) UnavailableReason(now time.Time) (string, bool) {
+	if r.RetryExpected(now) {
+		return r.Reason() + "; " + RecoveringNote, true
+	}
+	return r.Reason(), false
 }

@@ -15,6 +15,8 @@
 package routing
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -58,6 +60,20 @@ func TestRetryExpected(t *testing.T) {
 			}
 			if got := res.RetryExpected(now); got != tc.want {
 				t.Fatalf("RetryExpected = %v, want %v", got, tc.want)
+			}
+			// RouteReview says what the filter answers, the wait included
+			// (from a source the table does not list: one it lists serves
+			// the resource, in the review's eyes).
+			if slices.ContainsFunc(tc.peers, func(p *v1alpha1.APIServerPeer) bool { return p.Spec.ServerID == "self" }) {
+				return
+			}
+			why, _ := res.UnavailableReason(now)
+			st, err := Review(NewTable([]*v1alpha1.PeerRoutingTable{rt}, tc.peers), v1alpha1.RouteReviewSpec{Verb: "get", Path: "/apis/example.com/v1/widgets", SourcePeer: "self"}, nil, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.Decision != v1alpha1.RouteUnavailable || st.Reason != why || strings.Contains(why, RecoveringNote) != tc.want {
+				t.Fatalf("review %s %q, filter's reason %q (wait %v)", st.Decision, st.Reason, why, tc.want)
 			}
 		})
 	}

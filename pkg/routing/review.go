@@ -96,7 +96,7 @@ func ParseReviewRequest(verb, path string) (*request.RequestInfo, error) {
 // routing table lists it and it has not left (ListedLocal); no source is a
 // server that serves exactly what every peer serves. What the filter
 // decides from that the API does not show is in the status's Assumptions.
-func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer) (v1alpha1.RouteReviewStatus, error) {
+func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer, now time.Time) (v1alpha1.RouteReviewStatus, error) {
 	info, err := ParseReviewRequest(spec.Verb, spec.Path)
 	if err != nil {
 		return v1alpha1.RouteReviewStatus{}, err
@@ -115,6 +115,10 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerP
 	}
 	res := Decide(t, req, spec.SourcePeer, local)
 	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason()}
+	if res.Decision == v1alpha1.RouteUnavailable {
+		// The filter's own message, Retry-After's note included.
+		status.Reason, _ = res.UnavailableReason(now)
+	}
 	if info.IsResourceRequest {
 		status.Group, status.Version, status.Resource = req.GVR.Group, req.GVR.Version, req.GVR.Resource
 	}
@@ -182,7 +186,7 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 		out = append(out, "no live server's registration Lease records this resource: the source's filter reads the Leases itself, and a resource a live peer's Lease records but no route names yet (this view has not caught up with that peer) it proxies to that peer (DecideRecorded), never 404")
 	}
 	if res.Decision == v1alpha1.RouteUnavailable {
-		out = append(out, "the 503 carries Retry-After: 1 while a candidate that did not shut down stopped being ready less than "+RecoveryWindow.String()+" before the request (its APIServerPeer's Ready condition, lastTransitionTime; reason ShutDown: it shut down), and none after")
+		out = append(out, "decided at the review's time: the 503 carries Retry-After: 1 (and the reason says so) while a candidate that did not shut down stopped being ready less than "+RecoveryWindow.String()+" before the request, none after")
 	}
 	if res.Decision == v1alpha1.RouteProxy {
 		if m := reviewMethods[spec.Verb]; m == http.MethodGet || m == http.MethodHead {

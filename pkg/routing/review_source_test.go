@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
@@ -178,7 +179,7 @@ func TestReviewAssumptions(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := Review(table, tc.spec, tc.source)
+			st, err := Review(table, tc.spec, tc.source, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -65,7 +65,7 @@ func reviewPeer(id string) *v1alpha1.APIServerPeer {
 
 func review(t *testing.T, table *Table, spec v1alpha1.RouteReviewSpec) v1alpha1.RouteReviewStatus {
 	t.Helper()
-	st, err := Review(table, spec, reviewPeer(spec.SourcePeer))
+	st, err := Review(table, spec, reviewPeer(spec.SourcePeer), time.Now())
 	if err != nil {
 		t.Fatalf("%+v: %v", spec, err)
 	}
@@ -147,7 +147,7 @@ func TestReviewVerbs(t *testing.T) {
 	}
 	// Other spellings and other words are not verbs.
 	for _, verb := range []string{"", "Get", "head", "OPTIONS", "proxy", "connect", "escalate", strings.Repeat("x", 1<<20)} {
-		if _, err := Review(table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/api/v1/pods"}, nil); err == nil || len(err.Error()) > 100 {
+		if _, err := Review(table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/api/v1/pods"}, nil, time.Now()); err == nil || len(err.Error()) > 100 {
 			t.Errorf("verb %.20q: error %.200v, want a short one", verb, err)
 		}
 	}
@@ -210,7 +210,7 @@ func TestReviewInvalidPath(t *testing.T) {
 	huge := "/" + strings.Repeat("a", 1<<20)
 	for _, path := range []string{"", "apis/apps/v1/deployments", "%zz", "/api/v1/watch", "/apis/apps/v1/proxy",
 		huge + "%zz", huge + "\x7f", "/apis/apps/v1/watch?" + huge} {
-		_, err := Review(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: path}, nil)
+		_, err := Review(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: path}, nil, time.Now())
 		if err == nil {
 			t.Errorf("path %.40q: no error", path)
 			continue

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -96,7 +97,7 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 	if err := v1alpha1.Convert_peerdiscovery_RouteReviewSpec_To_v1alpha1_RouteReviewSpec(&review.Spec, &spec, nil); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	status, err := routing.Review(table, spec, source)
+	status, err := routing.Review(table, spec, source, time.Now())
 	if err != nil {
 		// Validated above: a parse failure here is a bug.
 		return nil, apierrors.NewInternalError(err)
