@@ -19,6 +19,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -68,7 +69,8 @@ func NewDrain(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTable
 	for _, s := range drained {
 		gone = append(gone, s.ServerID)
 	}
-	w := routing.WhatIfDrained(routing.NewTableFromObjects(tables, peers), live, gone...)
+	// The API objects alone: the admin's view has no registration Leases.
+	w := routing.WhatIfDrained(&routing.Snapshot{Table: routing.NewTableFromObjects(tables, peers)}, time.Now(), live, gone...)
 	d.Unavailable = drainRows(w.Unavailable)
 	d.FailOver = drainRows(w.FailOver)
 	return d, nil

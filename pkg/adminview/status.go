@@ -115,6 +115,7 @@ func columnKey(i int) string {
 // NewStatus builds the status from the listed objects.
 func NewStatus(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTable) Status {
 	t := routing.NewTableFromObjects(tables, peers)
+	view, now := &routing.Snapshot{Table: t}, time.Now()
 	st := Status{Servers: Servers(peers), Routes: t.Len(), Skew: []SkewRow{}}
 	for _, r := range t.Routes() {
 		if r.ServedByAll || r.ClusterWide {
@@ -125,7 +126,7 @@ func NewStatus(peers []v1alpha1.APIServerPeer, tables []v1alpha1.PeerRoutingTabl
 			if s.Left {
 				continue
 			}
-			res := routing.Decide(t, routing.Request{IsResourceRequest: true, GVR: r.GVR}, s.ServerID, routing.ListedLocal(t, s.ServerID))
+			res := routing.Decide(view.As(s.ServerID, routing.ListedLocal(t, s.ServerID)), routing.Request{IsResourceRequest: true, GVR: r.GVR}, now)
 			row.Cells[i].Decision = res.Decision
 			if res.Decision == v1alpha1.RouteProxy {
 				row.Cells[i].To = res.Candidates[0].ID

@@ -29,6 +29,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // Peer is everything the engine knows about one kube-apiserver.
@@ -82,6 +83,10 @@ type Output struct {
 	Peers     []v1alpha1.APIServerPeer
 	Discovery *v1alpha1.PeerAggregatedDiscovery
 	Routes    []v1alpha1.PeerRoutingTable
+	// Records are the registration Leases the view was computed from, as
+	// routing decisions read them (set by the engine, not computed): what
+	// RouteReview decides on beside the routes.
+	Records routing.Records
 }
 
 // ClusterWide sources.

@@ -33,6 +33,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // Event reasons, one per peer transition.
@@ -72,7 +73,12 @@ type Engine struct {
 	// servedMemo decodes a registration Lease's record only when it changed:
 	// observe reads every Lease on each event, a renewal every few seconds
 	// per server.
-	servedMemo  peerlease.ServedMemo
+	servedMemo peerlease.ServedMemo
+	// records are the registration Leases as of the last observe, for
+	// the published view; servedSets keeps each one's set of resources
+	// while its decoded list is the same.
+	records     routing.Records
+	servedSets  map[string]servedSet
 	initialized bool
 	// lastInput is what the last published view was computed from.
 	lastInput *publishedInput

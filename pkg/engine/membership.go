@@ -23,11 +23,13 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // observed is what the API says about one identity now.
@@ -65,6 +67,43 @@ func newer(a *observed, aID string, b *observed, bID string) bool {
 	return aID > bID
 }
 
+// idLeases are the Leases of one server identity.
+type idLeases struct{ reg, ident *peerlease.Registration }
+
+// servedSet is the set of resources of one decoded record: the memo hands
+// out the same list while the record is unchanged.
+type servedSet struct {
+	list []peerlease.ServedResource
+	set  *routing.Served
+}
+
+// recordRegistrations keeps the registration Leases as routing reads them.
+func (e *Engine) recordRegistrations(byID map[string]*idLeases) {
+	recs := make(routing.Records, len(byID))
+	sets := make(map[string]servedSet, len(byID))
+	for id, ls := range byID {
+		reg := ls.reg
+		if reg == nil {
+			continue
+		}
+		r := &routing.Record{ID: id, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, DepartedAt: reg.DepartedAt}
+		if reg.Served != nil {
+			prev, ok := e.servedSets[id]
+			if !ok || len(prev.list) != len(reg.Served) || (len(reg.Served) > 0 && &prev.list[0] != &reg.Served[0]) {
+				gvrs := make([]schema.GroupVersionResource, len(reg.Served))
+				for i, sr := range reg.Served {
+					gvrs[i] = sr.GroupVersionResource
+				}
+				prev = servedSet{list: reg.Served, set: routing.NewServed(gvrs)}
+			}
+			sets[id] = prev
+			r.Served = prev.set
+		}
+		recs[id] = r
+	}
+	e.records, e.servedSets = recs, sets
+}
+
 // observe reads the informer caches into the current membership: every
 // identity a Lease names (live or not) and every address of the
 // default/kubernetes EndpointSlices no Lease claims.
@@ -73,8 +112,7 @@ func newer(a *observed, aID string, b *observed, bID string) bool {
 // at now.
 func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string]*observed {
 	logger := klog.FromContext(ctx)
-	type leases struct{ reg, ident *peerlease.Registration }
-	byID := map[string]*leases{}
+	byID := map[string]*idLeases{}
 	seenBad := map[string]bool{}
 	registrations := map[types.NamespacedName]bool{}
 	for _, obj := range e.leases.GetStore().List() {
@@ -109,7 +147,7 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 		}
 		ls := byID[reg.ServerID]
 		if ls == nil {
-			ls = &leases{}
+			ls = &idLeases{}
 			byID[reg.ServerID] = ls
 		}
 		if isReg {
@@ -126,6 +164,7 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 	e.servedMemo.Retain(func(namespace, name string) bool {
 		return registrations[types.NamespacedName{Namespace: namespace, Name: name}]
 	})
+	e.recordRegistrations(byID)
 
 	out := map[string]*observed{}
 	for id, ls := range byID {

@@ -94,6 +94,7 @@ func (e *Engine) publish() error {
 	routesGauge.WithLabelValues("all").Set(float64(len(out.Routes)))
 	routesGauge.WithLabelValues("not_served_by_all").Set(float64(notAll))
 	routesGauge.WithLabelValues("unavailable").Set(float64(unavailable))
+	out.Records = e.records
 	if err := e.publisher.Publish(out); err != nil {
 		return err
 	}

@@ -157,7 +157,7 @@ func newBenchSetup(b testing.TB, next http.Handler) *benchSetup {
 	// Ours, in the state its informers give it.
 	f := newBenchFilter(b, pki)
 	ours := f.WrapHandler(next, &genericapiserver.Config{APIServerID: selfID, Serializer: testSerializer})
-	f.local.doc.Store(&localDoc{gvrs: map[schema.GroupVersionResource]struct{}{podsGVR: {}, {Group: "apps", Version: "v1", Resource: "deployments"}: {}}})
+	f.local.doc.Store(&localDoc{Served: routing.NewServed([]schema.GroupVersionResource{podsGVR, {Group: "apps", Version: "v1", Resource: "deployments"}})})
 	tables := []*v1alpha1.PeerRoutingTable{
 		route(podsGVR, readyPeer(selfID, "127.0.0.1:6443"), readyPeer(benchPeerID, peerEndpoint)),
 		route(widgetsGVR, readyPeer(benchPeerID, peerEndpoint)),

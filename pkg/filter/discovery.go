@@ -27,7 +27,9 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // serveDiscovery answers the discovery and OpenAPI requests whose true
@@ -58,10 +60,18 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		// a group or group-version this server does not serve and a live
 		// peer's Lease records is no 404, as for its resources.
 		if p, ok := parseDiscoveryPath(path); ok && f.local.synced() {
+			endpoint, res := endpointResourceList, routing.GroupVersionResult{}
 			if p.version == "" {
-				return f.groupRecorded(w, r, p.group)
+				endpoint, res = endpointGroup, routing.DecideGroup(f.snapshot(), p.group, f.clock.Now())
+			} else {
+				res = routing.DecideGroupVersion(f.snapshot(), p.groupVersion(), f.clock.Now())
 			}
-			return f.groupVersionRecorded(w, r, p.groupVersion())
+			if res.Decision == v1alpha1.RouteUnavailable {
+				discoveryServed(endpoint, sourceUnavailable)
+				f.groupVersionUnavailable(w, r, res)
+				return true
+			}
+			discoveryServed(endpoint, sourceLocal)
 		}
 		return false
 	}

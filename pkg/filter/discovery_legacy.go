@@ -213,42 +213,16 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 		return true
 	}
 	// Not in the merged view: 503 while a server that served it has left
-	// and its tombstone stands, as for its resources.
-	table := f.state.table()
-	for _, gv := range table.GroupVersions() {
-		if gv.Group == name && routing.DecideGroupVersion(table, gv, f.serverID, f.local).Decision == v1alpha1.RouteUnavailable {
-			discoveryServed(endpointGroup, sourceUnavailable)
-			f.groupVersionUnavailable(w, r, gv)
-			return true
-		}
+	// and its tombstone stands, as for its resources, or while a live
+	// peer's registration Lease records it and no view lists it yet.
+	res := routing.DecideGroup(f.snapshot(), name, f.clock.Now())
+	if res.Decision != v1alpha1.RouteUnavailable {
+		discoveryServed(endpointGroup, sourceLocal)
+		return false
 	}
-	// In no view at all, but a live peer records serving it.
-	return f.groupRecorded(w, r, name)
-}
-
-// groupRecorded answers 503 with Retry-After, and reports true, for a group
-// this server serves none of and a live peer's registration Lease records
-// (the view has not caught up with that peer, or is not synced). Else the
-// chain answers.
-func (f *Filter) groupRecorded(w http.ResponseWriter, r *http.Request, name string) bool {
-	if gv, id, ok := f.leases.groupRecordedElsewhere(f.serverID, name); ok && !f.local.servesGroup(name) {
-		discoveryServed(endpointGroup, sourceUnavailable)
-		f.groupVersionUnrouted(w, r, gv, id)
-		return true
-	}
-	discoveryServed(endpointGroup, sourceLocal)
-	return false
-}
-
-// groupVersionRecorded is groupRecorded for a group-version's resource list.
-func (f *Filter) groupVersionRecorded(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	if id, ok := f.leases.groupVersionRecordedElsewhere(f.serverID, gv); ok && !f.local.servesGroupVersion(gv) {
-		discoveryServed(endpointResourceList, sourceUnavailable)
-		f.groupVersionUnrouted(w, r, gv, id)
-		return true
-	}
-	discoveryServed(endpointResourceList, sourceLocal)
-	return false
+	discoveryServed(endpointGroup, sourceUnavailable)
+	f.groupVersionUnavailable(w, r, res)
+	return true
 }
 
 // serveResourceList answers /apis/<group>/<version> and /api/v1 for a
@@ -256,19 +230,17 @@ func (f *Filter) groupVersionRecorded(w http.ResponseWriter, r *http.Request, gv
 // serving all of it (its bytes are the answer), or, when no single server
 // does, the list derived from the combined aggregated view.
 func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(f.state.table(), gv, f.serverID, f.local)
+	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
 		discoveryServed(endpointResourceList, sourceUnavailable)
-		f.groupVersionUnavailable(w, r, gv)
+		f.groupVersionUnavailable(w, r, res)
 		return true
 	case v1alpha1.RouteProxy:
-	case v1alpha1.RouteNotFound:
-		// Not found in the routes the filter keeps, which leave out
-		// cluster-wide ones (CRDs, aggregated APIs): the chain serves
-		// those, and peers' Leases record aggregated APIs too.
-		return f.groupVersionRecorded(w, r, gv)
 	default:
+		// NotFound: not in the routes the filter keeps, which leave out
+		// cluster-wide ones (CRDs, aggregated APIs): the chain serves
+		// those.
 		discoveryServed(endpointResourceList, sourceLocal)
 		return false
 	}
@@ -286,10 +258,4 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	l := v.lists[gv]
 	serveLegacyObject(w, r, servedObject{obj: l, etag: v.etag(gv, l)})
 	return true
-}
-
-// groupVersionUnavailable answers 503 without Retry-After for a
-// group-version that only servers which are not ready, or have left, serve.
-func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) {
-	f.answers.noneReady(w, r, groupVersionSubject(gv), "no ready server serves it")
 }

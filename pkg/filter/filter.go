@@ -213,6 +213,9 @@ type Filter struct {
 	leases *leaseRecords
 	// openAPIRoots caches peers' /openapi/v3 documents.
 	openAPIRoots peerOpenAPIRoots
+	// snaps is what every routing decision reads: the views above, as one
+	// immutable routing.Snapshot.
+	snaps snapshots
 
 	started atomic.Bool
 	// syncDeadline is when the post-start hook ran plus SyncGracePeriod
@@ -276,8 +279,10 @@ func New(opts Options) (*Filter, error) {
 	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
 		return nil, err
 	}
-	f.proxy.peerReady = f.state.peerReady
-	f.proxy.peerGone = f.leases.goneForGood
+	f.proxy.stillCandidate = func(p routing.Peer, gvr schema.GroupVersionResource) bool {
+		return f.snapshot().StillCandidate(p, gvr, f.clock.Now())
+	}
+	f.proxy.peerGone = func(id string) bool { return f.snapshot().GoneForGood(id, f.clock.Now()) }
 	f.state.onPeerStopped = f.peerStopped
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
@@ -397,18 +402,6 @@ func (f *Filter) PreShutdownHook() error {
 // are filled, i.e. whether the filter routes.
 func (f *Filter) Synced() bool { return f.local.synced() && f.state.synced() }
 
-// unsyncedUnavailable is true for a request that, while the routing caches
-// are still empty, must get 503 rather than the local chain: a resource this
-// server does not serve (its local discovery is known) may be served by a
-// peer, and a 404 would be the false answer this filter exists to prevent.
-// Only within SyncGracePeriod of start: a cluster without a reachable
-// peerdiscovery-apiserver then answers as stock kube-apiserver does.
-func (f *Filter) unsyncedUnavailable(req routing.Request) bool {
-	deadline := f.syncDeadline.Load()
-	return !req.AlreadyProxied && deadline != 0 && f.clock.Now().UnixNano() < deadline &&
-		f.local.synced() && !f.local.Serves(req.GVR)
-}
-
 // handler is the wrapped chain.
 type handler struct {
 	f    *Filter
@@ -434,76 +427,47 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
 	}
-	if !f.Synced() {
-		// A live peer's registration Lease (this server's own watch,
-		// synced within a second of start) can route what the view
-		// cannot yet: a restarted server routes from its first second.
-		if f.local.synced() && !f.local.Serves(req.GVR) && f.proxyRecorded(w, r, req, info) {
-			return
+	res := routing.Decide(f.snapshot(), req, f.clock.Now())
+	switch res.Decision {
+	case v1alpha1.RouteProxy:
+		if res.ByLease {
+			audit.AddAuditAnnotation(r.Context(), AuditRouteSource, "registration-lease")
 		}
-		if f.unsyncedUnavailable(req) {
+		f.proxy.serve(w, r, target{candidates: res.Candidates, gvr: res.GVR, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
+	case v1alpha1.RouteUnavailable:
+		if res.Unsynced() {
 			// The GVR comes from the client and is known to no routing
 			// state yet: it must not become a metric label.
 			proxyError(r.Context(), "unsynced", unknownGVR)
 			peerRoutedAnswer(http.StatusServiceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
-			f.answers.retryLater(w, r, resourceSubject(req.GVR), fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", req.GVR.GroupResource().String()))
+			f.answers.retryLater(w, r, resourceSubject(req.GVR), res.Reason())
 			return
 		}
-		h.next.ServeHTTP(w, r)
-		return
-	}
-	res := routing.Decide(f.state.table(), req, f.serverID, f.local)
-	switch res.Decision {
-	case v1alpha1.RouteProxy:
-		f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
-	case v1alpha1.RouteUnavailable:
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
-		if why, retry := res.UnavailableReason(f.clock.Now()); retry {
-			f.answers.unavailable(w, r, resourceSubject(req.GVR), why)
+		if res.RetryAfter {
+			f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason())
 		} else {
-			f.answers.noneReady(w, r, resourceSubject(req.GVR), why)
-		}
-	case v1alpha1.RouteNotFound:
-		if !f.proxyRecorded(w, r, req, info) {
-			h.next.ServeHTTP(w, r)
+			f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
 		}
 	default:
 		h.next.ServeHTTP(w, r)
 	}
 }
 
-// proxyRecorded proxies, and reports true, a request for a resource that
-// no route names (the view lags behind a server, or is not synced yet)
-// but a live peer's registration Lease records (routing.DecideRecorded):
-// never a false 404, and no 503 while the recording server can answer.
-// A peer the view lists not ready is skipped by the proxy; when none can
-// take it, the answer is the proxy's 503 with Retry-After.
-func (f *Filter) proxyRecorded(w http.ResponseWriter, r *http.Request, req routing.Request, info *apirequest.RequestInfo) bool {
-	if req.AlreadyProxied {
-		return false
+// groupVersionUnavailable answers a group-version document's Unavailable
+// decision: 503 with Retry-After while the view lags behind a live server
+// that records it ("unrouted"), else without.
+func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, res routing.GroupVersionResult) {
+	s := groupVersionSubject(res.GroupVersion)
+	if !res.RetryAfter() {
+		f.answers.noneReady(w, r, s, res.Reason())
+		return
 	}
-	res := routing.DecideRecorded(f.leases.recordedBy(f.serverID, req.GVR), req.GVR, f.serverID)
-	if res.Decision != v1alpha1.RouteProxy {
-		return false
-	}
-	audit.AddAuditAnnotation(r.Context(), AuditRouteSource, "registration-lease")
-	f.proxy.serve(w, r, target{candidates: res.Candidates, about: resourceSubject(req.GVR), longRunning: f.longRunning(r, info)})
-	return true
-}
-
-// groupVersionUnrouted answers 503 with Retry-After for the discovery
-// document of a group-version that no route names but a live peer's
-// registration Lease records: the document is built from the view.
-func (f *Filter) groupVersionUnrouted(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion, id string) {
-	f.unrouted(w, r, groupVersionSubject(gv), gv.String(), id)
-}
-
-func (f *Filter) unrouted(w http.ResponseWriter, r *http.Request, s subject, what, id string) {
 	// The client chose what it asked for: not a metric label (as for
 	// unsynced).
 	proxyError(r.Context(), "unrouted", unknownGVR)
 	peerRoutedAnswer(http.StatusServiceUnavailable)
 	audit.AddAuditAnnotation(r.Context(), AuditDecision, "unrouted")
-	f.answers.retryLater(w, r, s, fmt.Sprintf("%s is served by kube-apiserver %s (its registration lease records it), and this server's peer routing view does not list it yet", what, id))
+	f.answers.retryLater(w, r, s, res.Reason())
 }

@@ -216,14 +216,8 @@ func withRequestInfoAndUser(h http.Handler, u func() user.Info) http.Handler {
 
 // setLocal replaces this server's own discovery view.
 func (e *env) setLocal(gvrs ...schema.GroupVersionResource) {
-	set := make(map[schema.GroupVersionResource]struct{}, len(gvrs))
-	gvs := map[schema.GroupVersion]struct{}{}
-	for _, g := range gvrs {
-		set[g] = struct{}{}
-		gvs[g.GroupVersion()] = struct{}{}
-	}
 	prev := e.f.local.doc.Load()
-	d := &localDoc{gvrs: set, gvs: gvs}
+	d := &localDoc{Served: routing.NewServed(gvrs)}
 	if prev != nil {
 		d.generation = prev.generation + 1
 	}
@@ -287,8 +281,8 @@ func order(ids ...string) []string {
 		peers = append(peers, readyPeer(id, id+":1"))
 	}
 	tables := []*v1alpha1.PeerRoutingTable{route(widgetsGVR, peers...)}
-	res := routing.Decide(routing.NewTable(tables, apiServerPeers(tables)),
-		routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, selfID, nil)
+	res := routing.Decide(&routing.Snapshot{Table: routing.NewTable(tables, apiServerPeers(tables)), Self: selfID, Local: routing.NewServed(nil)},
+		routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, time.Now())
 	var out []string
 	for _, c := range res.Candidates {
 		out = append(out, c.ID)

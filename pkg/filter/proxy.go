@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/apimachinery/pkg/util/proxy"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
@@ -57,7 +58,10 @@ const (
 type target struct {
 	// candidates are the peers to try, in order.
 	candidates []routing.Peer
-	about      subject
+	// gvr is the resource requested (zero for a discovery document): a
+	// candidate is tried only while the snapshot still makes it one.
+	gvr   schema.GroupVersionResource
+	about subject
 	// longRunning requests (kube-apiserver's LongRunningFunc: watches,
 	// logs, exec...) use the pool without a response header timeout and
 	// stream at once.
@@ -110,7 +114,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		// stopped after the check ends this attempt, one stopped before
 		// fails the check.
 		actx, done := p.inflight.bind(ctx, peer.ID)
-		if p.peerReady != nil && !p.peerReady(peer.ID) {
+		if p.stillCandidate != nil && !p.stillCandidate(peer, t.gvr) {
 			done()
 			tried = append(tried, peer.ID)
 			continue

@@ -29,10 +29,13 @@ import (
 
 	"golang.org/x/net/http2"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
+
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // proxier sends requests to peers over pooled transports: the peer CA
@@ -59,10 +62,11 @@ type proxier struct {
 	clock   clock.PassiveClock
 
 	// inflight lets the view end the requests in flight to a peer that
-	// stopped answering; peerReady is the view's readiness of a peer (nil:
+	// stopped answering; stillCandidate tells whether a candidate may
+	// still be tried for a resource (routing.Snapshot.StillCandidate; nil:
 	// every candidate is tried).
-	inflight  inflight
-	peerReady func(id string) bool
+	inflight       inflight
+	stillCandidate func(p routing.Peer, gvr schema.GroupVersionResource) bool
 	// peerGone tells whether a peer is gone for good (nil: never): its
 	// registration Lease recorded a departure or lapsed over
 	// routing.RecoveryWindow ago; for the answer when no candidate could

@@ -17,8 +17,6 @@ package filter
 import (
 	"context"
 	"maps"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -43,29 +41,26 @@ import (
 // published a just-upgraded server's new resources 27 s late, and the
 // servers whose filters read that replica answered 404 for them meanwhile
 // (test/nodeplane in CI). A live server's own record is the stronger fact:
-// a request for a resource it records is never a 404 here.
+// the routing snapshot carries these records, and routing.Decide proxies
+// to a live server whose Lease records the resource when the view cannot.
 type leaseRecords struct {
-	// servers is keyed by server ID; copied on write, read without locks.
-	servers atomic.Pointer[map[string]*recordedServer]
+	// current is copied on write, read without locks.
+	current atomic.Pointer[routing.Records]
 	mu      sync.Mutex // serializes writers
-	now     func() time.Time
-}
-
-// recordedServer is one registration Lease, parsed.
-type recordedServer struct {
-	// raw is the served-resources annotation the sets were decoded from: a
-	// renewal that records the same list reuses them.
-	raw  string
-	reg  peerlease.Registration
-	gvrs map[schema.GroupVersionResource]struct{}
-	gvs  map[schema.GroupVersion]struct{}
+	// raw is, under mu, the served-resources annotation each record's set
+	// was decoded from: a renewal that records the same list reuses it.
+	raw map[string]string
+	now func() time.Time
 }
 
 func newLeaseRecords(now func() time.Time) *leaseRecords {
-	l := &leaseRecords{now: now}
-	l.servers.Store(&map[string]*recordedServer{})
+	l := &leaseRecords{now: now, raw: map[string]string{}}
+	l.current.Store(&routing.Records{})
 	return l
 }
+
+// records returns the current records; read only.
+func (l *leaseRecords) records() routing.Records { return *l.current.Load() }
 
 // start watches the registration Leases over the loopback client.
 func (l *leaseRecords) start(ctx context.Context, loopback *rest.Config) error {
@@ -98,19 +93,22 @@ func (l *leaseRecords) run(ctx context.Context, lw cache.ListerWatcher) {
 				o = d.Obj
 			}
 			if lease, ok := o.(*coordinationv1.Lease); ok && lease.Spec.HolderIdentity != nil {
-				l.update(func(m map[string]*recordedServer) { delete(m, *lease.Spec.HolderIdentity) })
+				l.update(func(m routing.Records) {
+					delete(m, *lease.Spec.HolderIdentity)
+					delete(l.raw, *lease.Spec.HolderIdentity)
+				})
 			}
 		},
 	})
 	go inf.Run(ctx.Done())
 }
 
-func (l *leaseRecords) update(change func(map[string]*recordedServer)) {
+func (l *leaseRecords) update(change func(routing.Records)) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
-	next := maps.Clone(*l.servers.Load())
+	next := maps.Clone(*l.current.Load())
 	change(next)
-	l.servers.Store(&next)
+	l.current.Store(&next)
+	l.mu.Unlock()
 }
 
 // set records one Lease. A broken one records nothing (peerdiscovery
@@ -120,15 +118,15 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 	if !ok {
 		return
 	}
-	raw := lease.Annotations[peerlease.ServedResourcesAnnotation]
-	l.update(func(m map[string]*recordedServer) {
-		var prev *recordedServer
+	raw, hasRaw := lease.Annotations[peerlease.ServedResourcesAnnotation]
+	l.update(func(m routing.Records) {
+		var prev *routing.Record
 		if h := lease.Spec.HolderIdentity; h != nil {
 			prev = m[*h]
 		}
-		// A renewal every few seconds rarely changes the record: the sets
-		// decoded from it last time serve, and it is not decoded again.
-		reuse := prev != nil && prev.raw == raw
+		// A renewal every few seconds rarely changes the record: the set
+		// decoded from it last time serves, and it is not decoded again.
+		reuse := prev != nil && hasRaw && l.raw[prev.ID] == raw
 		parse := peerlease.ParseRegistration
 		if reuse {
 			parse = peerlease.ParseRegistrationSkippingServed
@@ -138,19 +136,23 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 			logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
 			return
 		}
-		s := &recordedServer{raw: raw, reg: reg}
-		if reuse {
-			s.gvrs, s.gvs = prev.gvrs, prev.gvs
-		} else {
-			s.gvrs = make(map[schema.GroupVersionResource]struct{}, len(reg.Served))
-			s.gvs = map[schema.GroupVersion]struct{}{}
-			for _, r := range reg.Served {
-				s.gvrs[r.GroupVersionResource] = struct{}{}
-				s.gvs[r.GroupVersion()] = struct{}{}
+		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, DepartedAt: reg.DepartedAt}
+		switch {
+		case reuse:
+			r.Served = prev.Served
+		case reg.Served != nil:
+			gvrs := make([]schema.GroupVersionResource, len(reg.Served))
+			for i, sr := range reg.Served {
+				gvrs[i] = sr.GroupVersionResource
 			}
+			r.Served = routing.NewServed(gvrs)
 		}
-		s.reg.Served = nil // the sets hold it
-		m[reg.ServerID] = s
+		m[reg.ServerID] = r
+		if hasRaw {
+			l.raw[reg.ServerID] = raw
+		} else {
+			delete(l.raw, reg.ServerID)
+		}
 	})
 }
 
@@ -166,94 +168,15 @@ const (
 
 // state tells what the registration Lease of server id says now.
 func (l *leaseRecords) state(id string) leaseState {
-	s, ok := (*l.servers.Load())[id]
+	r, ok := l.records()[id]
 	switch {
 	case !ok:
 		return leaseUnknown
-	case s.reg.Departed():
+	case !r.DepartedAt.IsZero():
 		return leaseDeparted
-	case s.reg.Live(l.now()):
+	case r.Live(l.now()):
 		return leaseLive
 	default:
 		return leaseLapsed
 	}
-}
-
-// goneForGood tells whether server id's registration Lease records a
-// departure, or lapsed longer than routing.RecoveryWindow ago: the server
-// is not expected back within seconds.
-func (l *leaseRecords) goneForGood(id string) bool {
-	s, ok := (*l.servers.Load())[id]
-	if !ok {
-		return false
-	}
-	now := l.now()
-	return !s.reg.Live(now) && !routing.Recovering(s.reg.Departed(), s.reg.GoneAt(), now)
-}
-
-// recordedBy lists the live servers other than self whose Lease records
-// gvr, as routing peers at the endpoints their Leases give (their view's
-// readiness, if any, is the proxy's to check).
-func (l *leaseRecords) recordedBy(self string, gvr schema.GroupVersionResource) []routing.Peer {
-	now := l.now()
-	var out []routing.Peer
-	for id, s := range *l.servers.Load() {
-		if _, ok := s.gvrs[gvr]; ok && id != self && s.reg.Live(now) {
-			out = append(out, routing.Peer{ID: id, Endpoint: s.reg.Endpoint, Ready: true})
-		}
-	}
-	return out
-}
-
-// recordedElsewhere returns a live server other than self whose Lease
-// records gvr (the first by ID), if any. Departed and lapsed servers do not
-// count: their tombstones are peerdiscovery's to keep.
-func (l *leaseRecords) recordedElsewhere(self string, gvr schema.GroupVersionResource) (string, bool) {
-	return l.first(self, func(s *recordedServer) bool { _, ok := s.gvrs[gvr]; return ok })
-}
-
-// groupVersionRecordedElsewhere is recordedElsewhere for a group-version.
-func (l *leaseRecords) groupVersionRecordedElsewhere(self string, gv schema.GroupVersion) (string, bool) {
-	return l.first(self, func(s *recordedServer) bool { _, ok := s.gvs[gv]; return ok })
-}
-
-// groupRecordedElsewhere is recordedElsewhere for a group: the server and
-// the first of its recorded versions of the group.
-func (l *leaseRecords) groupRecordedElsewhere(self, group string) (schema.GroupVersion, string, bool) {
-	inGroup := func(s *recordedServer) []schema.GroupVersion {
-		var out []schema.GroupVersion
-		for gv := range s.gvs {
-			if gv.Group == group {
-				out = append(out, gv)
-			}
-		}
-		return out
-	}
-	id, ok := l.first(self, func(s *recordedServer) bool { return len(inGroup(s)) > 0 })
-	if !ok {
-		return schema.GroupVersion{}, "", false
-	}
-	s := (*l.servers.Load())[id]
-	if s == nil { // deleted meanwhile
-		return schema.GroupVersion{}, "", false
-	}
-	gvs := inGroup(s)
-	if len(gvs) == 0 { // replaced meanwhile
-		return schema.GroupVersion{}, "", false
-	}
-	return slices.MinFunc(gvs, func(a, b schema.GroupVersion) int { return strings.Compare(a.Version, b.Version) }), id, true
-}
-
-func (l *leaseRecords) first(self string, records func(*recordedServer) bool) (string, bool) {
-	now := l.now()
-	found := ""
-	for id, s := range *l.servers.Load() {
-		if id == self || !s.reg.Live(now) || !records(s) {
-			continue
-		}
-		if found == "" || id < found {
-			found = id
-		}
-	}
-	return found, found != ""
 }

@@ -149,10 +149,10 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the Leases read", func() bool {
-		_, ok := e.f.leases.recordedElsewhere(selfID, gadgets)
-		return ok
+		r := e.f.leases.records()["b"]
+		return r != nil && r.Served.Serves(gadgets)
 	})
-	if _, ok := (*e.f.leases.servers.Load())["x"]; ok {
+	if _, ok := e.f.leases.records()["x"]; ok {
 		t.Error("a broken Lease was recorded")
 	}
 	srv.mu.Lock()
@@ -250,8 +250,8 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	// A renewal with a new list, then the Lease deleted.
 	srv.events <- `{"type":"MODIFIED","object":` + registrationLeaseAt(t, "b", peerB.endpoint(), now, time.Time{}, "6", gizmos) + `}`
 	eventually(t, "the renewal's new list", func() bool {
-		_, ok := e.f.leases.recordedElsewhere(selfID, gizmos)
-		return ok
+		r := e.f.leases.records()["b"]
+		return r != nil && r.Served.Serves(gizmos)
 	})
 	check("recorded by the renewal", "/apis/new.example.com/v1/gizmos", nil, proxied)
 	check("no longer recorded", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, local)
@@ -261,8 +261,7 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	clk.SetTime(now)
 	srv.events <- `{"type":"DELETED","object":` + registrationLease(t, "b", now, time.Time{}, "7", gizmos) + `}`
 	eventually(t, "the deletion", func() bool {
-		_, ok := e.f.leases.recordedElsewhere(selfID, gizmos)
-		return !ok
+		return e.f.leases.records()["b"] == nil
 	})
 	check("its Lease deleted", "/apis/new.example.com/v1/gizmos", nil, local)
 }
@@ -289,9 +288,10 @@ func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {
 	lease := peerlease.NewRegistrationLease(nil, "kube-apiserver-b", "10.0.0.9:6443", "v1.37.2", enc, now)
 	l.set(logger, lease)
 	gvr := schema.GroupVersionResource{Group: "g49.example.com", Version: "v1", Resource: "things99"}
-	if id, ok := l.recordedElsewhere("kube-apiserver-a", gvr); !ok || id != "kube-apiserver-b" {
-		t.Fatalf("recordedElsewhere(%v) = %q, %v", gvr, id, ok)
+	if r := l.records()["kube-apiserver-b"]; r == nil || !r.Served.Serves(gvr) {
+		t.Fatalf("the record of kube-apiserver-b lacks %v", gvr)
 	}
+	decoded := l.records()["kube-apiserver-b"].Served
 	renewal := peerlease.NewRegistrationLease(lease, "kube-apiserver-b", "10.0.0.9:6443", "v1.37.2", strings.Clone(enc), now.Add(3*time.Second))
 	// ParseRegistration alone allocates more than once per resource.
 	a := testing.AllocsPerRun(10, func() { l.set(logger, renewal) })
@@ -299,7 +299,7 @@ func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {
 	if a > 100 {
 		t.Errorf("a renewal with the same record cost %.0f allocations", a)
 	}
-	if id, ok := l.recordedElsewhere("kube-apiserver-a", gvr); !ok || id != "kube-apiserver-b" {
-		t.Errorf("after the renewal recordedElsewhere(%v) = %q, %v", gvr, id, ok)
+	if r := l.records()["kube-apiserver-b"]; r == nil || r.Served != decoded || !r.RenewTime.Equal(now.Add(3*time.Second)) {
+		t.Errorf("after the renewal: %+v, want the record decoded before, renewed", r)
 	}
 }

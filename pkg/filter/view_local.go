@@ -20,10 +20,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
-
-	"sigs.k8s.io/peerdiscovery/pkg/merge"
-
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -33,7 +29,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
+	"sigs.k8s.io/peerdiscovery/pkg/merge"
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // maxLocalDiscoveryBytes bounds what is read from our own server.
@@ -43,9 +42,9 @@ const maxLocalDiscoveryBytes = 64 << 20
 type localDoc struct {
 	api, apis         []apidiscoveryv2.APIGroupDiscovery
 	apiETag, apisETag string
-	gvrs              map[schema.GroupVersionResource]struct{}
-	// gvs are the group-versions of gvrs.
-	gvs        map[schema.GroupVersion]struct{}
+	// Served is what the documents list: a doc is the routing snapshot's
+	// Local.
+	*routing.Served
 	generation uint64
 }
 
@@ -93,39 +92,11 @@ func newLocalDiscovery() *localDiscovery {
 	return &localDiscovery{refresh: make(chan struct{}, 1)}
 }
 
-// Serves implements routing.Local; it does not allocate.
+// Serves tells whether this server serves gvr, as last read; it does not
+// allocate.
 func (l *localDiscovery) Serves(gvr schema.GroupVersionResource) bool {
 	d := l.doc.Load()
-	if d == nil {
-		return false
-	}
-	_, ok := d.gvrs[gvr]
-	return ok
-}
-
-// servesGroup tells whether this server serves any resource of group; it
-// reads every group-version (a path taken only for a group no view lists).
-func (l *localDiscovery) servesGroup(group string) bool {
-	d := l.doc.Load()
-	if d == nil {
-		return false
-	}
-	for gv := range d.gvs {
-		if gv.Group == group {
-			return true
-		}
-	}
-	return false
-}
-
-// servesGroupVersion tells whether this server serves any resource of gv.
-func (l *localDiscovery) servesGroupVersion(gv schema.GroupVersion) bool {
-	d := l.doc.Load()
-	if d == nil {
-		return false
-	}
-	_, ok := d.gvs[gv]
-	return ok
+	return d != nil && d.Serves(gvr)
 }
 
 // servedRecord is what this server serves itself, encoded for its
@@ -427,14 +398,13 @@ func (l *localDiscovery) read(ctx context.Context, client *nopeer.Client, base s
 // newLocalDoc indexes the served GVRs of api and apis; its generation
 // follows prev's.
 func newLocalDoc(prev *localDoc, api, apis []apidiscoveryv2.APIGroupDiscovery, apiETag, apisETag string) *localDoc {
-	d := &localDoc{api: api, apis: apis, apiETag: apiETag, apisETag: apisETag,
-		gvrs: map[schema.GroupVersionResource]struct{}{}, gvs: map[schema.GroupVersion]struct{}{}}
+	var gvrs []schema.GroupVersionResource
+	for gvr := range merge.Resources(api, apis) {
+		gvrs = append(gvrs, gvr)
+	}
+	d := &localDoc{api: api, apis: apis, apiETag: apiETag, apisETag: apisETag, Served: routing.NewServed(gvrs)}
 	if prev != nil {
 		d.generation = prev.generation + 1
-	}
-	for gvr := range merge.Resources(api, apis) {
-		d.gvrs[gvr] = struct{}{}
-		d.gvs[gvr.GroupVersion()] = struct{}{}
 	}
 	return d
 }

@@ -21,6 +21,7 @@ import (
 	"path"
 	"sync"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -60,7 +61,7 @@ func peerWithReady(id, endpoint string, status metav1.ConditionStatus, rv string
 }
 
 func decideWidgets(s *routingState) routing.Result {
-	return routing.Decide(s.table(), routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, selfID, nil)
+	return routing.Decide(&routing.Snapshot{Table: s.table(), Self: selfID, Local: routing.NewServed(nil)}, routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, time.Now())
 }
 
 // TestRoutingStateFollowsTheInformers: the routing table and the merged

@@ -15,8 +15,10 @@
 package routing
 
 import (
+	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -28,14 +30,39 @@ import (
 // the drain what-if see a server's own APIs from outside it (the filter
 // inside the server reads its real local discovery instead).
 func ListedLocal(t *Table, self string) Local {
-	return LocalFunc(func(gvr schema.GroupVersionResource) bool {
-		for _, p := range t.Lookup(gvr).peers() {
-			if p.ID == self && !p.Left {
-				return true
-			}
+	return listedLocal{t: t, self: self}
+}
+
+type listedLocal struct {
+	t    *Table
+	self string
+}
+
+func (l listedLocal) Serves(gvr schema.GroupVersionResource) bool {
+	for _, p := range l.t.Lookup(gvr).peers() {
+		if p.ID == l.self && !p.Left {
+			return true
 		}
+	}
+	return false
+}
+
+// ServesGroupVersion implements GroupLocal.
+func (l listedLocal) ServesGroupVersion(gv schema.GroupVersion) bool {
+	if l.t == nil {
 		return false
-	})
+	}
+	return slices.ContainsFunc(l.t.byGV[gv], func(r *Route) bool { return l.Serves(r.GVR) })
+}
+
+// ServesGroup implements GroupLocal.
+func (l listedLocal) ServesGroup(group string) bool {
+	for _, gv := range l.t.GroupVersions() {
+		if gv.Group == group && l.ServesGroupVersion(gv) {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *Route) peers() []Peer {
@@ -120,11 +147,32 @@ type DrainedRoute struct {
 	From map[string]string
 }
 
+// Without is the snapshot as it would be once the given servers shut
+// down: the table's Without, and their registration Leases recording the
+// departure at now.
+func (s *Snapshot) Without(now time.Time, ids ...string) *Snapshot {
+	out := *s
+	out.Table = s.Table.Without(ids...)
+	if s.Records != nil {
+		out.Records = maps.Clone(s.Records)
+		for _, id := range ids {
+			if r, ok := out.Records[id]; ok {
+				c := *r
+				c.DepartedAt = now
+				out.Records[id] = &c
+			}
+		}
+	}
+	return &out
+}
+
 // WhatIfDrained computes a Drain with the filter's own decision: for every
-// route and every remaining server, Decide on the table before and after
-// the servers leave. servers are the IDs of every known server.
-func WhatIfDrained(t *Table, servers []string, drained ...string) Drain {
-	after := t.Without(drained...)
+// route and every remaining server, Decide on the view (view.Table and
+// view.Records) before and after the servers leave at now. servers are
+// the IDs of every known server.
+func WhatIfDrained(view *Snapshot, now time.Time, servers []string, drained ...string) Drain {
+	t := view.Table
+	after := view.Without(now, drained...)
 	var remaining []string
 	for _, s := range servers {
 		if !slices.Contains(drained, s) {
@@ -139,13 +187,13 @@ func WhatIfDrained(t *Table, servers []string, drained ...string) Drain {
 			if slices.ContainsFunc(r.Peers, func(p Peer) bool { return p.ID == s && p.Left }) {
 				continue
 			}
-			was := Decide(t, req, s, ListedLocal(t, s))
-			now := Decide(after, req, s, ListedLocal(after, s))
+			was := Decide(view.As(s, ListedLocal(t, s)), req, now)
+			then := Decide(after.As(s, ListedLocal(after.Table, s)), req, now)
 			switch {
-			case now.Decision == v1alpha1.RouteUnavailable && was.Decision != v1alpha1.RouteUnavailable:
+			case then.Decision == v1alpha1.RouteUnavailable && was.Decision != v1alpha1.RouteUnavailable:
 				unavailable[s] = ""
-			case now.Decision == v1alpha1.RouteProxy && slices.ContainsFunc(was.Candidates, func(p Peer) bool { return slices.Contains(drained, p.ID) }):
-				failOver[s] = now.Candidates[0].ID
+			case then.Decision == v1alpha1.RouteProxy && slices.ContainsFunc(was.Candidates, func(p Peer) bool { return slices.Contains(drained, p.ID) }):
+				failOver[s] = then.Candidates[0].ID
 			}
 		}
 		if len(unavailable) > 0 {

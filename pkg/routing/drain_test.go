@@ -51,7 +51,7 @@ func TestWhatIfDrained(t *testing.T) {
 		{drained: []string{"unknown"}, unavailable: "[]", failOver: "[]"},
 	} {
 		t.Run(fmt.Sprint(tc.drained), func(t *testing.T) {
-			d := WhatIfDrained(table, servers, tc.drained...)
+			d := WhatIfDrained(&Snapshot{Table: table}, testNow, servers, tc.drained...)
 			if got := fmt.Sprint(flat(d.Unavailable)); got != tc.unavailable {
 				t.Errorf("unavailable: got %s, want %s", got, tc.unavailable)
 			}
@@ -67,7 +67,7 @@ func TestWhatIfDrained(t *testing.T) {
 func TestWhatIfDrainedTombstones(t *testing.T) {
 	g := gvr("example.com", "v1", "widgets")
 	table := newTable(rt(g, withPeers(left("a"), ready("b"))))
-	d := WhatIfDrained(table, []string{"a", "b", "c"}, "b")
+	d := WhatIfDrained(&Snapshot{Table: table}, testNow, []string{"a", "b", "c"}, "b")
 	if got := fmt.Sprint(flat(d.Unavailable)); got != "[example.com/v1, Resource=widgets map[c:]]" {
 		t.Errorf("unavailable: %s", got)
 	}
@@ -83,7 +83,7 @@ func TestWithoutLeavesTableUnchanged(t *testing.T) {
 	if p := after.Lookup(g).Peers[0]; p.Ready || !p.Left {
 		t.Fatalf("drained peer: %+v", p)
 	}
-	if r := Decide(after, Request{IsResourceRequest: true, GVR: g}, "c", nil); r.Decision != "Proxy" || r.Candidates[0].ID != "b" {
+	if r := decide(after, Request{IsResourceRequest: true, GVR: g}, "c", nil); r.Decision != "Proxy" || r.Candidates[0].ID != "b" {
 		t.Fatalf("after drain: %+v", r)
 	}
 	if len(after.byGV[g.GroupVersion()]) != 1 {

@@ -16,7 +16,10 @@ package routing
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
+	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -43,12 +46,119 @@ type GroupVersionResult struct {
 	// Served counts, for Split, the resources Candidates[0] serves and
 	// this server serves.
 	PeerServes, LocalServes int
+	// RecordedBy is set with Unavailable when no route names the
+	// group-version but a live server's registration Lease records it and
+	// this server serves none of it: the view lags behind that server, and
+	// the documents are built from the view (503 with Retry-After).
+	RecordedBy string
+	// GroupVersion is the group-version decided (DecideGroup: the first of
+	// the group that decided).
+	GroupVersion schema.GroupVersion
 }
 
-// DecideGroupVersion routes a discovery request for gv received by server
-// self. A resource counts when a ready server serves it; cluster-wide
-// routes (CRDs, APIServices) are served here too and never decide.
-func DecideGroupVersion(t *Table, gv schema.GroupVersion, self string, local Local) GroupVersionResult {
+// RetryAfter tells whether the decision's 503 names a short wait: the
+// view has not caught up with a live server yet.
+func (r GroupVersionResult) RetryAfter() bool { return r.RecordedBy != "" }
+
+// Reason is the message of an Unavailable decision's 503.
+func (r GroupVersionResult) Reason() string {
+	if r.RecordedBy != "" {
+		return fmt.Sprintf("%s is served by kube-apiserver %s (its registration lease records it), and this server's peer routing view does not list it yet", r.GroupVersion.String(), r.RecordedBy)
+	}
+	return "no ready server serves it"
+}
+
+// DecideGroupVersion routes a discovery request for gv received by
+// s.Self. A resource counts when a server the view says is ready serves
+// it; cluster-wide routes (CRDs, APIServices) are served here too and
+// never decide. A group-version no route names is Unavailable while a live
+// server's registration Lease records it and Self serves none of it
+// (RecordedBy), else NotFound (the chain answers).
+func DecideGroupVersion(s *Snapshot, gv schema.GroupVersion, now time.Time) GroupVersionResult {
+	res := decideGroupVersion(s.Table, gv, s.Self, s.Local)
+	res.GroupVersion = gv
+	if res.Decision == v1alpha1.RouteNotFound && !servesGroupVersion(s.Local, gv) {
+		if id, ok := s.firstRecording(now, func(sv *Served) bool { return sv.ServesGroupVersion(gv) }); ok {
+			res.Decision, res.RecordedBy = v1alpha1.RouteUnavailable, id
+		}
+	}
+	return res
+}
+
+// DecideGroup decides the /apis/<group> document of a group that the
+// merged view does not list: Unavailable while a group-version of it is
+// (DecideGroupVersion), the first such group-version in GroupVersion;
+// else NotFound (the chain answers).
+func DecideGroup(s *Snapshot, group string, now time.Time) GroupVersionResult {
+	gvs := s.Table.GroupVersions()
+	sortGroupVersions(gvs)
+	for _, gv := range gvs {
+		if gv.Group != group {
+			continue
+		}
+		if res := decideGroupVersion(s.Table, gv, s.Self, s.Local); res.Decision == v1alpha1.RouteUnavailable {
+			res.GroupVersion = gv
+			return res
+		}
+	}
+	if servesGroup(s.Local, group) {
+		return GroupVersionResult{Decision: v1alpha1.RouteNotFound}
+	}
+	var gv schema.GroupVersion
+	id, ok := s.firstRecording(now, func(sv *Served) bool {
+		if gvs := sv.GroupVersions(group); len(gvs) > 0 {
+			gv = gvs[0]
+			return true
+		}
+		return false
+	})
+	if !ok {
+		return GroupVersionResult{Decision: v1alpha1.RouteNotFound}
+	}
+	return GroupVersionResult{Decision: v1alpha1.RouteUnavailable, RecordedBy: id, GroupVersion: gv}
+}
+
+// firstRecording returns the first server (by ID) other than Self whose
+// registration Lease is live at now and whose record matches.
+func (s *Snapshot) firstRecording(now time.Time, match func(*Served) bool) (string, bool) {
+	ids := make([]string, 0, len(s.Records))
+	for id := range s.Records {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		if r := s.Records[id]; id != s.Self && r.Live(now) && r.Served != nil && match(r.Served) {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// GroupLocal is what Local must also tell for the group-level decisions;
+// the filter's local discovery and ListedLocal implement it. A Local
+// without it serves no group-version as far as they are concerned.
+type GroupLocal interface {
+	ServesGroupVersion(gv schema.GroupVersion) bool
+	ServesGroup(group string) bool
+}
+
+func servesGroupVersion(l Local, gv schema.GroupVersion) bool {
+	g, ok := l.(GroupLocal)
+	return ok && g.ServesGroupVersion(gv)
+}
+
+func servesGroup(l Local, group string) bool {
+	g, ok := l.(GroupLocal)
+	return ok && g.ServesGroup(group)
+}
+
+func sortGroupVersions(gvs []schema.GroupVersion) {
+	slices.SortFunc(gvs, func(a, b schema.GroupVersion) int {
+		return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Version, b.Version))
+	})
+}
+
+func decideGroupVersion(t *Table, gv schema.GroupVersion, self string, local Local) GroupVersionResult {
 	var routes []*Route
 	if t != nil {
 		routes = t.byGV[gv]

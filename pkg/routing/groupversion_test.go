@@ -96,7 +96,11 @@ func TestDecideGroupVersion(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DecideGroupVersion(newTable(tc.tables...), tc.gv, "a", tc.local)
+			local := tc.local
+			if local == nil {
+				local = localSet{}
+			}
+			got := DecideGroupVersion(&Snapshot{Table: newTable(tc.tables...), Self: "a", Local: local}, tc.gv, testNow)
 			if got.Decision != tc.want || got.Split != tc.split || len(got.Candidates) != tc.wantCands {
 				t.Fatalf("got %s split=%v candidates=%v; want %s split=%v with %d candidates", got.Decision, got.Split, got.Candidates, tc.want, tc.split, tc.wantCands)
 			}
@@ -108,7 +112,7 @@ func TestDecideGroupVersion(t *testing.T) {
 			}
 			if !tc.split && tc.wantCands == 2 {
 				// The same order as resource requests use.
-				res := Decide(newTable(tc.tables...), Request{IsResourceRequest: true, GVR: ctb}, "a", tc.local)
+				res := decide(newTable(tc.tables...), Request{IsResourceRequest: true, GVR: ctb}, "a", tc.local)
 				if res.Candidates[0].ID != got.Candidates[0].ID {
 					t.Errorf("group-version candidates start with %s, resource candidates with %s", got.Candidates[0].ID, res.Candidates[0].ID)
 				}

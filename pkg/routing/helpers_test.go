@@ -168,3 +168,26 @@ func reviewIDs(peers []v1alpha1.RouteCandidate) []string {
 	}
 	return out
 }
+
+// testNow is the time of the tests' decisions.
+var testNow = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+// decide is Decide on a view of table alone, as server self serving local
+// (nil: nothing).
+func decide(table *Table, req Request, self string, local Local) Result {
+	if local == nil {
+		local = localSet{}
+	}
+	return Decide(&Snapshot{Table: table, Self: self, Local: local}, req, testNow)
+}
+
+// review is Review on a view of table alone.
+func reviewView(table *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer, now time.Time) (v1alpha1.RouteReviewStatus, error) {
+	return Review(&Snapshot{Table: table}, spec, source, now)
+}
+
+// record is a live registration Lease of id renewed at renewed, recording
+// gvrs.
+func record(id string, renewed time.Time, gvrs ...schema.GroupVersionResource) *Record {
+	return &Record{ID: id, Endpoint: endpointOf(id), RenewTime: renewed, Expires: renewed.Add(10 * time.Second), Served: NewServed(gvrs)}
+}

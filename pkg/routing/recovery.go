@@ -16,8 +16,6 @@ package routing
 
 import (
 	"time"
-
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
 
 // RecoveryWindow is how long a server that stopped answering without
@@ -50,27 +48,13 @@ func Recovering(shutDown bool, since, now time.Time) bool {
 // server is Recovering.
 var RecoveringNote = "one stopped less than " + RecoveryWindow.String() + " ago without shutting down and may be back within seconds"
 
-// RetryExpected tells whether an Unavailable decision's 503 names a short
+// retryExpected tells whether an Unavailable decision's 503 names a short
 // wait: some server other than self that the route lists is Recovering.
-// UnavailableReason is what the filter answers and RouteReview says.
-func (r Result) RetryExpected(now time.Time) bool {
-	if r.Decision != v1alpha1.RouteUnavailable || r.Route == nil {
-		return false
-	}
+func (r Result) retryExpected(now time.Time) bool {
 	for _, p := range r.Route.Peers {
 		if p.ID != r.self && Recovering(p.ShutDown, p.NotReadySince, now) {
 			return true
 		}
 	}
 	return false
-}
-
-// UnavailableReason is an Unavailable decision's message at now, and
-// whether its 503 names a short wait: the filter's answer and RouteReview's
-// reason both come from here.
-func (r Result) UnavailableReason(now time.Time) (string, bool) {
-	if r.RetryExpected(now) {
-		return r.Reason() + "; " + RecoveringNote, true
-	}
-	return r.Reason(), false
 }

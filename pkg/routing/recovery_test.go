@@ -26,7 +26,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
 
-func TestRetryExpected(t *testing.T) {
+func TestRetryAfter(t *testing.T) {
 	now := time.Date(2026, 12, 5, 3, 0, 0, 0, time.UTC)
 	gvr := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
 	peer := func(id, reason string, left bool, ago time.Duration) *v1alpha1.APIServerPeer {
@@ -54,12 +54,12 @@ func TestRetryExpected(t *testing.T) {
 			for _, p := range tc.peers {
 				rt.Status.Peers = append(rt.Status.Peers, v1alpha1.RoutingPeer{ServerID: p.Spec.ServerID, Endpoint: p.Spec.Endpoint, Left: p.Status.LeftTime != nil})
 			}
-			res := Decide(NewTable([]*v1alpha1.PeerRoutingTable{rt}, tc.peers), Request{IsResourceRequest: true, GVR: gvr}, "self", nil)
+			res := Decide(&Snapshot{Table: NewTable([]*v1alpha1.PeerRoutingTable{rt}, tc.peers), Self: "self", Local: localSet{}}, Request{IsResourceRequest: true, GVR: gvr}, now)
 			if res.Decision != v1alpha1.RouteUnavailable {
 				t.Fatalf("decision %s, want Unavailable", res.Decision)
 			}
-			if got := res.RetryExpected(now); got != tc.want {
-				t.Fatalf("RetryExpected = %v, want %v", got, tc.want)
+			if got := res.RetryAfter; got != tc.want {
+				t.Fatalf("RetryAfter = %v, want %v", got, tc.want)
 			}
 			// RouteReview says what the filter answers, the wait included
 			// (from a source the table does not list: one it lists serves
@@ -67,8 +67,8 @@ func TestRetryExpected(t *testing.T) {
 			if slices.ContainsFunc(tc.peers, func(p *v1alpha1.APIServerPeer) bool { return p.Spec.ServerID == "self" }) {
 				return
 			}
-			why, _ := res.UnavailableReason(now)
-			st, err := Review(NewTable([]*v1alpha1.PeerRoutingTable{rt}, tc.peers), v1alpha1.RouteReviewSpec{Verb: "get", Path: "/apis/example.com/v1/widgets", SourcePeer: "self"}, nil, now)
+			why := res.Reason()
+			st, err := reviewView(NewTable([]*v1alpha1.PeerRoutingTable{rt}, tc.peers), v1alpha1.RouteReviewSpec{Verb: "get", Path: "/apis/example.com/v1/widgets", SourcePeer: "self"}, nil, now)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -90,35 +91,36 @@ func ParseReviewRequest(verb, path string) (*request.RequestInfo, error) {
 	return info, nil
 }
 
-// Review answers a RouteReview with the filter's decision, Decide, for the
-// request as kube-apiserver parses it. source is the APIServerPeer of
-// spec.SourcePeer (nil when none is named). A source serves a GVR when its
-// routing table lists it and it has not left (ListedLocal); no source is a
-// server that serves exactly what every peer serves. What the filter
-// decides from that the API does not show is in the status's Assumptions.
-func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer, now time.Time) (v1alpha1.RouteReviewStatus, error) {
+// Review answers a RouteReview with the filter's decision, Decide (or
+// DecideGroupVersion for a group-version's resource list), on view (the
+// extension's routing tables, APIServerPeers and registration Leases) as
+// server spec.SourcePeer sees it, for the request as kube-apiserver parses
+// it. source is the APIServerPeer of spec.SourcePeer (nil when none is
+// named). A source serves a GVR when its routing table lists it and it has
+// not left (ListedLocal); no source is a server that serves exactly what
+// every peer serves. What the filter decides from that the API does not
+// show is in the status's Assumptions.
+func Review(view *Snapshot, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer, now time.Time) (v1alpha1.RouteReviewStatus, error) {
 	info, err := ParseReviewRequest(spec.Verb, spec.Path)
 	if err != nil {
 		return v1alpha1.RouteReviewStatus{}, err
+	}
+	t := view.Table
+	var local Local = everyPeerServes{t: t}
+	if spec.SourcePeer != "" {
+		local = ListedLocal(t, spec.SourcePeer)
+	}
+	s := view.As(spec.SourcePeer, local)
+	if gv, ok := resourceListPath(info); ok && !spec.PeerProxied {
+		return reviewGroupVersion(s, gv, now), nil
 	}
 	req := Request{
 		IsResourceRequest: info.IsResourceRequest,
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 		AlreadyProxied:    spec.PeerProxied,
 	}
-	var local Local = LocalFunc(func(gvr schema.GroupVersionResource) bool {
-		r := t.Lookup(gvr)
-		return r != nil && r.ServedByAll
-	})
-	if spec.SourcePeer != "" {
-		local = ListedLocal(t, spec.SourcePeer)
-	}
-	res := Decide(t, req, spec.SourcePeer, local)
+	res := Decide(s, req, now)
 	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason()}
-	if res.Decision == v1alpha1.RouteUnavailable {
-		// The filter's own message, Retry-After's note included.
-		status.Reason, _ = res.UnavailableReason(now)
-	}
 	if info.IsResourceRequest {
 		status.Group, status.Version, status.Resource = req.GVR.Group, req.GVR.Version, req.GVR.Resource
 	}
@@ -131,6 +133,57 @@ func Review(t *Table, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerP
 	}
 	status.Assumptions = assumptions(req, res, spec, source)
 	return status, nil
+}
+
+// everyPeerServes is the Local of a review without a source: a server that
+// serves exactly what every peer serves.
+type everyPeerServes struct{ t *Table }
+
+func (l everyPeerServes) Serves(gvr schema.GroupVersionResource) bool {
+	r := l.t.Lookup(gvr)
+	return r != nil && r.ServedByAll
+}
+
+// resourceListPath tells whether a request is for a group-version's
+// legacy resource list (/api/v1, /apis/<group>/<version>), which the
+// filter routes with DecideGroupVersion.
+func resourceListPath(info *request.RequestInfo) (schema.GroupVersion, bool) {
+	if info.IsResourceRequest || info.Verb != "get" {
+		return schema.GroupVersion{}, false
+	}
+	parts := strings.Split(strings.Trim(info.Path, "/"), "/")
+	switch {
+	case len(parts) == 2 && parts[0] == "api" && parts[1] == "v1":
+		return schema.GroupVersion{Version: "v1"}, true
+	case len(parts) == 3 && parts[0] == "apis" && parts[1] != "" && parts[2] != "":
+		return schema.GroupVersion{Group: parts[1], Version: parts[2]}, true
+	}
+	return schema.GroupVersion{}, false
+}
+
+// reviewGroupVersion is Review for a group-version's resource list.
+func reviewGroupVersion(s *Snapshot, gv schema.GroupVersion, now time.Time) v1alpha1.RouteReviewStatus {
+	res := DecideGroupVersion(s, gv, now)
+	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Group: gv.Group, Version: gv.Version}
+	switch res.Decision {
+	case v1alpha1.RouteProxy:
+		status.Target, status.TargetEndpoint = res.Candidates[0].ID, res.Candidates[0].Endpoint
+		status.Reason = fmt.Sprintf("the resource list of %s: %s serves more of it than this server; proxy to %s", gv, peerIDs(res.Candidates), res.Candidates[0].ID)
+		if res.Split {
+			status.Reason = fmt.Sprintf("the resource list of %s: no ready server serves all of it; this server answers with the list merged from the view (%s serves %d resources of it, this server %d)", gv, res.Candidates[0].ID, res.PeerServes, res.LocalServes)
+			status.Target, status.TargetEndpoint = "", ""
+		}
+		for _, p := range res.Candidates {
+			status.Candidates = append(status.Candidates, v1alpha1.RouteCandidate{ServerID: p.ID, Endpoint: p.Endpoint, Ready: p.Ready, Left: p.Left})
+		}
+	case v1alpha1.RouteUnavailable:
+		status.Reason = res.Reason()
+	case v1alpha1.RouteLocal:
+		status.Reason = "the resource list of " + gv.String() + ": this server serves every resource of it that a ready server serves"
+	default:
+		status.Reason = "the resource list of " + gv.String() + ": no route names it; this server's own chain answers"
+	}
+	return status
 }
 
 // reviewCandidates are the peers other than the source that the route
@@ -182,8 +235,8 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 	if res.Decision != v1alpha1.RouteLocal || res.Route != nil {
 		out = append(out, "the source's filter has synced its routing state: until it has, within its sync grace period after start, a resource it does not serve gets 503, and after that its own chain answers")
 	}
-	if res.Decision == v1alpha1.RouteNotFound {
-		out = append(out, "no live server's registration Lease records this resource: the source's filter reads the Leases itself, and a resource a live peer's Lease records but no route names yet (this view has not caught up with that peer) it proxies to that peer (DecideRecorded), never 404")
+	if res.Decision == v1alpha1.RouteNotFound || res.Decision == v1alpha1.RouteUnavailable {
+		out = append(out, "no live server's registration Lease records this resource and vouches for it, as the extension last read the Leases: the source's filter reads them from its own watch cache, which may be ahead; a live server whose Lease records the resource, renewed after the view last saw it not ready, is proxied to, never 404")
 	}
 	if res.Decision == v1alpha1.RouteUnavailable {
 		out = append(out, "decided at the review's time: the 503 carries Retry-After: 1 (and the reason says so) while a candidate that did not shut down stopped being ready less than "+RecoveryWindow.String()+" before the request, none after")

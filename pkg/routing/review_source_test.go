@@ -179,7 +179,7 @@ func TestReviewAssumptions(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			st, err := Review(table, tc.spec, tc.source, time.Now())
+			st, err := reviewView(table, tc.spec, tc.source, time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

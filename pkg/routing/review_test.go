@@ -65,7 +65,7 @@ func reviewPeer(id string) *v1alpha1.APIServerPeer {
 
 func review(t *testing.T, table *Table, spec v1alpha1.RouteReviewSpec) v1alpha1.RouteReviewStatus {
 	t.Helper()
-	st, err := Review(table, spec, reviewPeer(spec.SourcePeer), time.Now())
+	st, err := reviewView(table, spec, reviewPeer(spec.SourcePeer), time.Now())
 	if err != nil {
 		t.Fatalf("%+v: %v", spec, err)
 	}
@@ -106,10 +106,10 @@ func TestReviewPaths(t *testing.T) {
 		{"/healthz", false, [3]string{}},
 		{"/version", false, [3]string{}},
 		{"/api", false, [3]string{}},
-		{"/api/v1", false, [3]string{}},
+		{"/api/v1", false, [3]string{"", "v1", ""}},
 		{"/apis", false, [3]string{}},
 		{"/apis/apps", false, [3]string{}},
-		{"/apis/apps/v1", false, [3]string{}},
+		{"/apis/apps/v1", false, [3]string{"apps", "v1", ""}},
 		{"/openapi/v3/apis/apps/v1", false, [3]string{}},
 	}
 	for _, tc := range cases {
@@ -122,7 +122,12 @@ func TestReviewPaths(t *testing.T) {
 			if st.Reason == "" {
 				t.Fatal("empty reason")
 			}
-			if !tc.resource {
+			if !tc.resource && tc.gvr != ([3]string{}) {
+				// A group-version's resource list: DecideGroupVersion.
+				if !strings.Contains(st.Reason, "the resource list of") {
+					t.Fatalf("resource list: %+v", st)
+				}
+			} else if !tc.resource {
 				if st.Decision != v1alpha1.RouteLocal || !strings.Contains(st.Reason, "not a resource request") || st.Candidates != nil {
 					t.Fatalf("non-resource: %+v", st)
 				}
@@ -147,7 +152,7 @@ func TestReviewVerbs(t *testing.T) {
 	}
 	// Other spellings and other words are not verbs.
 	for _, verb := range []string{"", "Get", "head", "OPTIONS", "proxy", "connect", "escalate", strings.Repeat("x", 1<<20)} {
-		if _, err := Review(table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/api/v1/pods"}, nil, time.Now()); err == nil || len(err.Error()) > 100 {
+		if _, err := reviewView(table, v1alpha1.RouteReviewSpec{Verb: verb, Path: "/api/v1/pods"}, nil, time.Now()); err == nil || len(err.Error()) > 100 {
 			t.Errorf("verb %.20q: error %.200v, want a short one", verb, err)
 		}
 	}
@@ -188,7 +193,7 @@ func TestReviewMatchesDecide(t *testing.T) {
 		for src, local := range serves {
 			for _, proxied := range []bool{false, true} {
 				st := review(t, table, v1alpha1.RouteReviewSpec{Verb: "list", Path: path, SourcePeer: src, PeerProxied: proxied})
-				res := Decide(table, Request{IsResourceRequest: true, GVR: g, AlreadyProxied: proxied}, src, local)
+				res := decide(table, Request{IsResourceRequest: true, GVR: g, AlreadyProxied: proxied}, src, local)
 				decisions[res.Decision]++
 				if res.Decision != st.Decision || res.Reason() != st.Reason {
 					t.Fatalf("%s from %q (proxied %v): review %s %q, decide %s %q", path, src, proxied, st.Decision, st.Reason, res.Decision, res.Reason())
@@ -210,7 +215,7 @@ func TestReviewInvalidPath(t *testing.T) {
 	huge := "/" + strings.Repeat("a", 1<<20)
 	for _, path := range []string{"", "apis/apps/v1/deployments", "%zz", "/api/v1/watch", "/apis/apps/v1/proxy",
 		huge + "%zz", huge + "\x7f", "/apis/apps/v1/watch?" + huge} {
-		_, err := Review(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: path}, nil, time.Now())
+		_, err := reviewView(reviewTable(), v1alpha1.RouteReviewSpec{Verb: "get", Path: path}, nil, time.Now())
 		if err == nil {
 			t.Errorf("path %.40q: no error", path)
 			continue

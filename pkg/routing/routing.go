@@ -202,13 +202,25 @@ const (
 	whyNoneReady
 	whyProxy
 	whyRecorded
+	whyVouched
+	whyUnsynced
+	whyUnsyncedChain
+	whyLocalUnknown
 )
 
 // Result is a decision and why.
 type Result struct {
 	Decision v1alpha1.RouteDecision
-	// Candidates are the ready peers to try, in order (Proxy only).
+	// Candidates are the peers to try, in order (Proxy only): those the
+	// view says are ready, then those only their registration Leases
+	// vouch for.
 	Candidates []Peer
+	// ByLease is true when Candidates[0] comes from its registration
+	// Lease, not from a route of the view.
+	ByLease bool
+	// RetryAfter is true for an Unavailable decision whose 503 names a
+	// short wait (RecoveryWindow).
+	RetryAfter bool
 	// Route is the GVR's route, nil when none.
 	Route *Route
 	GVR   schema.GroupVersionResource
@@ -216,7 +228,12 @@ type Result struct {
 	why   why
 }
 
-// Reason explains the decision.
+// Unsynced tells whether an Unavailable decision is for a view not synced
+// yet (503 with Retry-After, within the sync grace).
+func (r Result) Unsynced() bool { return r.why == whyUnsynced }
+
+// Reason explains the decision; for Unavailable it is the filter's 503
+// message.
 func (r Result) Reason() string {
 	gvr := GVRString(r.GVR)
 	switch r.why {
@@ -239,19 +256,42 @@ func (r Result) Reason() string {
 				others = append(others, p)
 			}
 		}
-		return fmt.Sprintf("%s is served by %s but none is ready", gvr, peerIDs(others))
+		msg := fmt.Sprintf("%s is served by %s but none is ready", gvr, peerIDs(others))
+		if r.RetryAfter {
+			msg += "; " + RecoveringNote
+		}
+		return msg
 	case whyProxy:
 		return fmt.Sprintf("%s is not served here; proxy to %s (ready peers, in order: %s)", gvr, r.Candidates[0].ID, peerIDs(r.Candidates))
 	case whyRecorded:
 		return fmt.Sprintf("%s is not served here and no route names it yet; the registration Lease of %s records it: proxy to %s", gvr, peerIDs(r.Candidates), r.Candidates[0].ID)
+	case whyVouched:
+		return fmt.Sprintf("%s is not served here and no server the view routes it to is ready; the registration Lease of %s records it and was renewed after the view last saw it not ready: proxy to %s", gvr, peerIDs(r.Candidates), r.Candidates[0].ID)
+	case whyUnsynced:
+		return fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", r.GVR.GroupResource().String())
+	case whyUnsyncedChain:
+		return "no peer serves " + gvr + " as far as the registration Leases say, and the peer routing state is not synced: past its grace period, this server's own chain answers"
+	case whyLocalUnknown:
+		return "this server's own discovery is not read yet: its own chain answers"
 	}
 	return ""
 }
 
-// Decide routes one request received by server self. The locally served
-// path does not allocate.
-func Decide(t *Table, req Request, self string, local Local) Result {
-	res := Result{GVR: req.GVR, self: self}
+// Decide routes one request received by s.Self. It is the only routing
+// decision for resource requests: the filter acts on it, RouteReview
+// reports it. The locally served path does not allocate.
+//
+// In order: what needs no routing (not a resource, already proxied, served
+// here) stays here; a cluster-wide route stays here; the peers to proxy to
+// are those the view routes the GVR to and says are ready, then the live
+// servers whose registration Lease records the GVR and vouches for them
+// (Snapshot.vouched): the view may lag, a live server's own record never
+// gives a 404 or a needless 503. With none, a route with other servers
+// is Unavailable (503), and no route is NotFound (the chain's 404), but
+// while the view is not synced, within its grace, a GVR Self does not
+// serve is Unavailable.
+func Decide(s *Snapshot, req Request, now time.Time) Result {
+	res := Result{GVR: req.GVR, self: s.Self}
 	switch {
 	case !req.IsResourceRequest:
 		res.Decision, res.why = v1alpha1.RouteLocal, whyNonResource
@@ -259,71 +299,77 @@ func Decide(t *Table, req Request, self string, local Local) Result {
 	case req.AlreadyProxied:
 		res.Decision, res.why = v1alpha1.RouteLocal, whyProxied
 		return res
-	case local != nil && local.Serves(req.GVR):
+	case s.Local == nil:
+		res.Decision, res.why = v1alpha1.RouteLocal, whyLocalUnknown
+		return res
+	case s.Local.Serves(req.GVR):
 		res.Decision, res.why = v1alpha1.RouteLocal, whyLocal
 		return res
 	}
-	route := t.Lookup(req.GVR)
+	route := s.Table.Lookup(req.GVR)
 	res.Route = route
-	if route == nil {
-		res.Decision, res.why = v1alpha1.RouteNotFound, whyUnknown
-		return res
-	}
-	if route.ClusterWide {
+	if route != nil && route.ClusterWide {
 		res.Decision, res.why = v1alpha1.RouteLocal, whyClusterWide
 		return res
 	}
-	others, ready := 0, 0
-	for _, p := range route.Peers {
-		if p.ID == self {
-			continue
-		}
-		others++
-		if v1alpha1.PeerReady(p.Ready, p.Left) {
-			ready++
-		}
-	}
-	switch {
-	case others == 0:
-		// Only this server is listed but it does not serve the GVR now:
-		// the local chain is the truth (it answers 404 until it serves it).
-		res.Decision, res.why = v1alpha1.RouteNotFound, whyOnlySelf
-	case ready == 0:
-		res.Decision, res.why = v1alpha1.RouteUnavailable, whyNoneReady
-	default:
-		res.Candidates = make([]Peer, 0, ready)
+	others := 0
+	if route != nil {
 		for _, p := range route.Peers {
-			if p.ID != self && v1alpha1.PeerReady(p.Ready, p.Left) {
+			if p.ID == s.Self {
+				continue
+			}
+			others++
+			if viewReady(p) {
 				res.Candidates = append(res.Candidates, p)
 			}
 		}
-		orderCandidates(self, res.Candidates)
+	}
+	orderCandidates(s.Self, res.Candidates)
+	if vouched := s.vouchedFor(req.GVR, res.Candidates, now); len(vouched) > 0 {
+		if len(res.Candidates) == 0 {
+			res.ByLease = true
+		}
+		res.Candidates = append(res.Candidates, vouched...)
+	}
+	switch {
+	case len(res.Candidates) > 0 && !res.ByLease:
 		res.Decision, res.why = v1alpha1.RouteProxy, whyProxy
+	case len(res.Candidates) > 0 && others > 0:
+		res.Decision, res.why = v1alpha1.RouteProxy, whyVouched
+	case len(res.Candidates) > 0:
+		res.Decision, res.why = v1alpha1.RouteProxy, whyRecorded
+	case others > 0:
+		res.Decision, res.why = v1alpha1.RouteUnavailable, whyNoneReady
+		res.RetryAfter = res.retryExpected(now)
+	case route != nil:
+		// Only this server is listed but it does not serve the GVR now:
+		// the local chain is the truth (it answers 404 until it serves it).
+		res.Decision, res.why = v1alpha1.RouteNotFound, whyOnlySelf
+	case s.Table == nil && now.Before(s.SyncGraceUntil):
+		res.Decision, res.why, res.RetryAfter = v1alpha1.RouteUnavailable, whyUnsynced, true
+	case s.Table == nil:
+		res.Decision, res.why = v1alpha1.RouteNotFound, whyUnsyncedChain
+	default:
+		res.Decision, res.why = v1alpha1.RouteNotFound, whyUnknown
 	}
 	return res
 }
 
-// DecideRecorded routes a request that Decide left NotFound (no route
-// names its GVR: the view has not caught up, or is not synced yet) by
-// what the servers' registration Leases record: recorded lists the live
-// servers other than self whose Lease records the GVR. A live server's
-// own record is the stronger fact: its resource is proxied to it, in the
-// same order Decide would use, never answered 404. None: NotFound.
-func DecideRecorded(recorded []Peer, gvr schema.GroupVersionResource, self string) Result {
-	res := Result{GVR: gvr, self: self}
-	var candidates []Peer
-	for _, p := range recorded {
-		if p.ID != self {
-			candidates = append(candidates, p)
+// vouchedFor lists, in Self's order of preference, the servers other than
+// Self and those in ready whose registration Lease vouches for them for
+// gvr (Snapshot.vouched).
+func (s *Snapshot) vouchedFor(gvr schema.GroupVersionResource, ready []Peer, now time.Time) []Peer {
+	var out []Peer
+	for id := range s.Records {
+		if id == s.Self || slices.ContainsFunc(ready, func(p Peer) bool { return p.ID == id }) {
+			continue
+		}
+		if p, ok := s.vouched(id, gvr, now); ok {
+			out = append(out, p)
 		}
 	}
-	if len(candidates) == 0 {
-		res.Decision, res.why = v1alpha1.RouteNotFound, whyUnknown
-		return res
-	}
-	orderCandidates(self, candidates)
-	res.Decision, res.why, res.Candidates = v1alpha1.RouteProxy, whyRecorded, candidates
-	return res
+	orderCandidates(s.Self, out)
+	return out
 }
 
 // orderCandidates orders ready peers by a hash (FNV-1a 64) of

@@ -20,6 +20,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -160,7 +161,7 @@ func TestDecide(t *testing.T) {
 	}}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := Decide(table, tc.req, self, local)
+			res := decide(table, tc.req, self, local)
 			if res.Decision != tc.want || res.why != tc.why {
 				t.Fatalf("Decide = %s (why %d), want %s (why %d); reason %q", res.Decision, res.why, tc.want, tc.why, res.Reason())
 			}
@@ -198,12 +199,12 @@ func TestDecide(t *testing.T) {
 }
 
 func TestDecideNilTableAndLocal(t *testing.T) {
-	res := Decide(nil, Request{IsResourceRequest: true, GVR: pods}, self, nil)
+	res := decide(nil, Request{IsResourceRequest: true, GVR: pods}, self, nil)
 	if res.Decision != v1alpha1.RouteNotFound || res.Route != nil {
 		t.Fatalf("nil table: %s, route %v", res.Decision, res.Route)
 	}
 	// No local view: the table decides alone.
-	res = Decide(testTable(), Request{IsResourceRequest: true, GVR: pods}, "x", nil)
+	res = decide(testTable(), Request{IsResourceRequest: true, GVR: pods}, "x", nil)
 	if res.Decision != v1alpha1.RouteProxy {
 		t.Fatalf("nil local, peers serving: %s (%s)", res.Decision, res.Reason())
 	}
@@ -249,7 +250,7 @@ func TestCandidateOrder(t *testing.T) {
 			// The order of the table's list does not matter.
 			shuffled := append([]string(nil), peers...)
 			rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
-			res := Decide(table(shuffled), req, src, nil)
+			res := decide(table(shuffled), req, src, nil)
 			if got := ids(res.Candidates); !reflect.DeepEqual(got, want) {
 				t.Fatalf("source %s, table order %v: candidates %v, want %v", src, shuffled, got, want)
 			}
@@ -261,7 +262,7 @@ func TestCandidateOrder(t *testing.T) {
 		t.Fatalf("16 sources prefer only %d distinct peers: %v", len(firsts), firsts)
 	}
 	// A source that is itself a peer never lists itself.
-	res := Decide(table(peers), req, peers[3], nil)
+	res := decide(table(peers), req, peers[3], nil)
 	want := expectedOrder(peers[3], append(append([]string(nil), peers[:3]...), peers[4:]...))
 	if got := ids(res.Candidates); !reflect.DeepEqual(got, want) {
 		t.Fatalf("self among peers: %v, want %v", got, want)
@@ -271,7 +272,7 @@ func TestCandidateOrder(t *testing.T) {
 		t.Fatalf("route peers reordered: %v", got)
 	}
 	r := table(peers)
-	Decide(r, req, "source-1", nil)
+	decide(r, req, "source-1", nil)
 	if got := ids(r.Lookup(widgets).Peers); !reflect.DeepEqual(got, peers) {
 		t.Fatalf("Decide reordered the route: %v", got)
 	}
@@ -313,14 +314,14 @@ func TestNewTableReadinessFromPeers(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("peers = %+v\nwant %+v", got, want)
 	}
-	res := Decide(table, Request{IsResourceRequest: true, GVR: widgets}, self, nil)
+	res := decide(table, Request{IsResourceRequest: true, GVR: widgets}, self, nil)
 	if res.Decision != v1alpha1.RouteProxy || !reflect.DeepEqual(ids(res.Candidates), []string{"c"}) {
 		t.Fatalf("widgets: %s %v, want Proxy [c]", res.Decision, ids(res.Candidates))
 	}
-	if res := Decide(table, Request{IsResourceRequest: true, GVR: gadgets}, self, nil); res.Decision != v1alpha1.RouteUnavailable {
+	if res := decide(table, Request{IsResourceRequest: true, GVR: gadgets}, self, nil); res.Decision != v1alpha1.RouteUnavailable {
 		t.Fatalf("gadgets: %s (%s), want Unavailable", res.Decision, res.Reason())
 	}
-	if res := Decide(table, Request{IsResourceRequest: true, GVR: pods}, self, nil); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].Endpoint != "10.0.0.3:6443" {
+	if res := decide(table, Request{IsResourceRequest: true, GVR: pods}, self, nil); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].Endpoint != "10.0.0.3:6443" {
 		t.Fatalf("pods: %s %+v, want Proxy to c at its own endpoint", res.Decision, res.Candidates)
 	}
 }
@@ -378,7 +379,7 @@ func TestDecideLocalPathDoesNotAllocate(t *testing.T) {
 		{"none ready", Request{IsResourceRequest: true, GVR: noneReady}, v1alpha1.RouteUnavailable},
 	} {
 		var res Result
-		allocs := testing.AllocsPerRun(1000, func() { res = Decide(table, tc.req, self, local) })
+		allocs := testing.AllocsPerRun(1000, func() { res = decide(table, tc.req, self, local) })
 		if res.Decision != tc.want {
 			t.Fatalf("%s: %s, want %s", tc.name, res.Decision, tc.want)
 		}
@@ -403,32 +404,92 @@ func BenchmarkDecide(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				Decide(table, bc.req, self, local)
+				decide(table, bc.req, self, local)
 			}
 		})
 	}
 }
 
-func TestDecideRecorded(t *testing.T) {
-	gvr := schema.GroupVersionResource{Group: "new.example.com", Version: "v1", Resource: "gadgets"}
-	if res := DecideRecorded(nil, gvr, self); res.Decision != v1alpha1.RouteNotFound {
-		t.Errorf("no record: %s, want NotFound", res.Decision)
+// TestDecideByLease: a live server's registration Lease routes what the
+// view cannot: a GVR no route names yet, and one whose routed servers the
+// view last saw not ready while the Lease was renewed since (the view lags).
+func TestDecideByLease(t *testing.T) {
+	g := gvr("new.example.com", "v1", "gadgets")
+	req := Request{IsResourceRequest: true, GVR: g}
+	since := testNow.Add(-5 * time.Second)
+	notReadySince := func(id string) *v1alpha1.APIServerPeer {
+		p := peerObject(id, endpointOf(id), metav1.ConditionFalse, false)
+		p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(since)
+		return p
 	}
-	if res := DecideRecorded([]Peer{{ID: self, Endpoint: "self:1", Ready: true}}, gvr, self); res.Decision != v1alpha1.RouteNotFound {
-		t.Errorf("only self's own record: %s, want NotFound", res.Decision)
+	route := rt(g, withPeers(notReady("b")))
+	routed := NewTable([]*v1alpha1.PeerRoutingTable{route}, []*v1alpha1.APIServerPeer{notReadySince("b")})
+	routedReady := newTable(rt(g, withPeers(ready("c"))))
+	departed := record("b", testNow, g)
+	departed.DepartedAt = testNow.Add(-time.Second)
+	for _, tc := range []struct {
+		name    string
+		s       Snapshot
+		want    v1alpha1.RouteDecision
+		why     why
+		want1st []string
+		retry   bool
+	}{
+		{"no route, two records", Snapshot{Table: newTable(), Records: Records{"b": record("b", testNow, g), "c": record("c", testNow, g), self: record(self, testNow, g)}},
+			v1alpha1.RouteProxy, whyRecorded, expectedOrder(self, []string{"b", "c"}), false},
+		{"no route, only self's record", Snapshot{Table: newTable(), Records: Records{self: record(self, testNow, g)}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
+		{"no route, lapsed record", Snapshot{Table: newTable(), Records: Records{"b": record("b", testNow.Add(-time.Minute), g)}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
+		{"no route, departed record", Snapshot{Table: newTable(), Records: Records{"b": departed}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
+		{"no route, record of another GVR", Snapshot{Table: newTable(), Records: Records{"b": record("b", testNow, pods)}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
+		{"not ready in the view, renewed since", Snapshot{Table: routed, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteProxy, whyVouched, []string{"b"}, false},
+		{"not ready in the view, not renewed since", Snapshot{Table: routed, Records: Records{"b": record("b", since.Add(-time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
+		{"ready in the view first, then vouched", Snapshot{Table: routedReady, Records: Records{"d": record("d", testNow, g)}}, v1alpha1.RouteProxy, whyProxy, []string{"c", "d"}, false},
+		{"unsynced, recorded", Snapshot{Records: Records{"b": record("b", testNow, g)}, SyncGraceUntil: testNow.Add(time.Second)}, v1alpha1.RouteProxy, whyRecorded, []string{"b"}, false},
+		{"unsynced, in the grace", Snapshot{SyncGraceUntil: testNow.Add(time.Second)}, v1alpha1.RouteUnavailable, whyUnsynced, nil, true},
+		{"unsynced, past the grace", Snapshot{SyncGraceUntil: testNow}, v1alpha1.RouteNotFound, whyUnsyncedChain, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.Self, s.Local = self, localSet{}
+			res := Decide(&s, req, testNow)
+			if res.Decision != tc.want || res.why != tc.why || !reflect.DeepEqual(ids(res.Candidates), tc.want1st) || res.RetryAfter != tc.retry {
+				t.Fatalf("got %s (why %d) %v retry=%v: %q; want %s (why %d) %v retry=%v", res.Decision, res.why, ids(res.Candidates), res.RetryAfter, res.Reason(), tc.want, tc.why, tc.want1st, tc.retry)
+			}
+			if res.Decision == v1alpha1.RouteProxy && res.why != whyProxy && (!res.ByLease || !strings.Contains(res.Reason(), "registration Lease")) {
+				t.Errorf("by lease %v, reason %q", res.ByLease, res.Reason())
+			}
+		})
 	}
-	recorded := []Peer{{ID: "c", Endpoint: "c:1", Ready: true}, {ID: "b", Endpoint: "b:1", Ready: true}, {ID: self, Endpoint: "self:1", Ready: true}}
-	res := DecideRecorded(recorded, gvr, self)
-	if res.Decision != v1alpha1.RouteProxy || len(res.Candidates) != 2 {
-		t.Fatalf("decision %s, candidates %v", res.Decision, res.Candidates)
+	// Nothing known of this server's own discovery: its chain answers.
+	if res := Decide(&Snapshot{Self: self, Records: Records{"b": record("b", testNow, g)}}, req, testNow); res.Decision != v1alpha1.RouteLocal {
+		t.Errorf("local unknown: %s, want Local", res.Decision)
 	}
-	// The same order as Decide's for the same peers.
-	want := []Peer{{ID: "b", Endpoint: "b:1", Ready: true}, {ID: "c", Endpoint: "c:1", Ready: true}}
-	orderCandidates(self, want)
-	if !reflect.DeepEqual(res.Candidates, want) {
-		t.Errorf("candidates %v, want %v", res.Candidates, want)
-	}
-	if !strings.Contains(res.Reason(), "registration Lease") || !strings.Contains(res.Reason(), "proxy to "+want[0].ID) {
-		t.Errorf("reason %q", res.Reason())
+}
+
+// TestStillCandidate: the check before each attempt agrees with Decide.
+func TestStillCandidate(t *testing.T) {
+	g := gvr("new.example.com", "v1", "gadgets")
+	since := testNow.Add(-5 * time.Second)
+	p := peerObject("b", endpointOf("b"), metav1.ConditionFalse, false)
+	p.Status.Conditions[0].LastTransitionTime = metav1.NewTime(since)
+	table := NewTable([]*v1alpha1.PeerRoutingTable{rt(g, withPeers(notReady("b")))}, []*v1alpha1.APIServerPeer{p, peerObject("c", endpointOf("c"), metav1.ConditionTrue, false)})
+	for _, tc := range []struct {
+		name    string
+		peer    string
+		records Records
+		want    bool
+	}{
+		{"ready in the view", "c", nil, true},
+		{"known to neither", "x", nil, true},
+		{"not ready, no record", "b", nil, false},
+		{"not ready, renewed since", "b", Records{"b": record("b", since.Add(time.Second), g)}, true},
+		{"not ready, not renewed since", "b", Records{"b": record("b", since.Add(-time.Second), g)}, false},
+		{"unknown to the view, live record", "y", Records{"y": record("y", testNow, g)}, true},
+		{"unknown to the view, lapsed record", "y", Records{"y": record("y", testNow.Add(-time.Minute), g)}, false},
+	} {
+		s := &Snapshot{Self: self, Table: table, Records: tc.records, Local: localSet{}}
+		if got := s.StillCandidate(Peer{ID: tc.peer}, g, testNow); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

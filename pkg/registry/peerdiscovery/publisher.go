@@ -41,8 +41,10 @@ type Publisher struct {
 
 // published is what the last view decides from, and when it came.
 type published struct {
-	at    time.Time
-	table *routing.Table
+	at time.Time
+	// view is what decisions read: the routing table and the
+	// registration Leases the view was computed from.
+	view *routing.Snapshot
 	// peers are sorted by server ID.
 	peers []v1alpha1.APIServerPeer
 }
@@ -96,21 +98,22 @@ func (p *Publisher) Publish(view compute.Output) error {
 
 	sorted := slices.Clone(view.Peers)
 	slices.SortFunc(sorted, func(a, b v1alpha1.APIServerPeer) int { return strings.Compare(a.Spec.ServerID, b.Spec.ServerID) })
-	last := &published{at: p.clock.Now(), table: routing.NewTableFromObjects(view.Routes, view.Peers), peers: sorted}
+	table := routing.NewTableFromObjects(view.Routes, view.Peers)
+	last := &published{at: p.clock.Now(), view: &routing.Snapshot{Table: table, Records: view.Records}, peers: sorted}
 	p.last.Store(last)
 	markViewUpdated(last.at)
 	return nil
 }
 
-// Routing returns the decision table and the APIServerPeers (sorted by
-// server ID) of the last published view, and whether there is one. Both
-// are shared: read only.
-func (p *Publisher) Routing() (*routing.Table, []v1alpha1.APIServerPeer, bool) {
+// Routing returns the decision state (routing table and registration
+// Leases) and the APIServerPeers (sorted by server ID) of the last
+// published view, and whether there is one. Both are shared: read only.
+func (p *Publisher) Routing() (*routing.Snapshot, []v1alpha1.APIServerPeer, bool) {
 	last := p.last.Load()
 	if last == nil {
 		return nil, nil, false
 	}
-	return last.table, last.peers, true
+	return last.view, last.peers, true
 }
 
 // LastPublished is when the last view was published (zero: never).

@@ -45,9 +45,10 @@ type routeReviewREST struct {
 
 // viewSource is the last published view: what reviews are decided on.
 type viewSource interface {
-	// Routing returns the decision table and the APIServerPeers, sorted by
-	// server ID, and whether a view was published.
-	Routing() (*routing.Table, []v1alpha1.APIServerPeer, bool)
+	// Routing returns the decision state (routing table and registration
+	// Leases) and the APIServerPeers, sorted by server ID, and whether a
+	// view was published.
+	Routing() (*routing.Snapshot, []v1alpha1.APIServerPeer, bool)
 }
 
 var (
@@ -70,7 +71,7 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 		return nil, apierrors.NewBadRequest("not a RouteReview")
 	}
 	errs := validateRouteReviewSpec(&review.Spec)
-	table, peers, unavailable := r.inputs()
+	view, peers, unavailable := r.inputs()
 	var source *v1alpha1.APIServerPeer
 	if unavailable == nil && review.Spec.SourcePeer != "" && len(errs) == 0 {
 		var notFound *field.Error
@@ -97,7 +98,7 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 	if err := v1alpha1.Convert_peerdiscovery_RouteReviewSpec_To_v1alpha1_RouteReviewSpec(&review.Spec, &spec, nil); err != nil {
 		return nil, apierrors.NewInternalError(err)
 	}
-	status, err := routing.Review(table, spec, source, time.Now())
+	status, err := routing.Review(view, spec, source, time.Now())
 	if err != nil {
 		// Validated above: a parse failure here is a bug.
 		return nil, apierrors.NewInternalError(err)
@@ -111,7 +112,7 @@ func (r *routeReviewREST) Create(ctx context.Context, obj runtime.Object, create
 
 // inputs returns the routing table and the APIServerPeers (sorted by
 // server ID) to decide on, or the 503 that says why there are none.
-func (r *routeReviewREST) inputs() (*routing.Table, []v1alpha1.APIServerPeer, error) {
+func (r *routeReviewREST) inputs() (*routing.Snapshot, []v1alpha1.APIServerPeer, error) {
 	table, peers, published := r.view.Routing()
 	switch {
 	case !published:

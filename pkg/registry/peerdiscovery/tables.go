@@ -139,8 +139,11 @@ func routingTableTable(view viewSource) tableConvertor {
 // readyPeers are the ready proxy targets of gvr in the last view, by
 // server ID.
 func readyPeers(view viewSource, gvr schema.GroupVersionResource) map[string]bool {
-	table, _, _ := view.Routing()
-	route := table.Lookup(gvr)
+	v, _, _ := view.Routing()
+	if v == nil {
+		return nil
+	}
+	route := v.Table.Lookup(gvr)
 	if route == nil {
 		return nil
 	}
