@@ -98,19 +98,23 @@ func ParseReviewRequest(verb, path string) (*request.RequestInfo, error) {
 // it. source is the APIServerPeer of spec.SourcePeer (nil when none is
 // named). A source serves a GVR when its routing table lists it and it has
 // not left (ListedLocal); no source is a server that serves exactly what
-// every peer serves. What the filter decides from that the API does not
+// every peer serves; a view that is the source's own snapshot (Self is the
+// source, Local set: a filter's) is decided on as it is. What the filter decides from that the API does not
 // show is in the status's Assumptions.
 func Review(view *Snapshot, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIServerPeer, now time.Time) (v1alpha1.RouteReviewStatus, error) {
 	info, err := ParseReviewRequest(spec.Verb, spec.Path)
 	if err != nil {
 		return v1alpha1.RouteReviewStatus{}, err
 	}
-	t := view.Table
-	var local Local = everyPeerServes{t: t}
-	if spec.SourcePeer != "" {
-		local = ListedLocal(t, spec.SourcePeer)
+	s := view
+	if s.Local == nil || s.Self != spec.SourcePeer {
+		// The view from outside the source: what its tables list it for.
+		var local Local = everyPeerServes{t: view.Table}
+		if spec.SourcePeer != "" {
+			local = ListedLocal(view.Table, spec.SourcePeer)
+		}
+		s = view.As(spec.SourcePeer, local)
 	}
-	s := view.As(spec.SourcePeer, local)
 	if gv, ok := resourceListPath(info); ok && !spec.PeerProxied {
 		return reviewGroupVersion(s, gv, now), nil
 	}
