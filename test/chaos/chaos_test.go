@@ -47,7 +47,7 @@ const (
 // 1,149 operations skipped; 728 and 742 failed after retries). Only p99
 // is checked here (held to MinLatencyBar). Failed after retries: ours
 // 779 beside upstream's 742 before the recovery window, 650 beside 766
-// with it, 735 alone with its 5 s form (docs/design.md, "Retry-After"):
+// with it, 735 alone with its 5 s form (docs/reports/retry-after.md):
 // within upstream's own spread on this seed, so not a check that holds
 // every run.
 // Skipped: ours ranged from 802 to 1,424 over five runs of this seed, once

@@ -48,7 +48,8 @@ const suiteTimeout = 40 * time.Minute
 // through every server. By default (CI) the whole selection runs through
 // the oldest server, where the filter routes, and the focus-every rules
 // (the newer release's APIs, discovery) through every other server: two
-// full runs cost 7.5 more minutes than CI has (docs/design.md).
+// full runs cost 7.5 more minutes than CI has (docs/harness.md,
+// "Upstream's conformance tests as the judge").
 var fullEverywhere = os.Getenv("PEERDISCOVERY_CONFORMANCE") == "full"
 
 // TestUpstreamConformanceThroughEveryServer runs the selection through

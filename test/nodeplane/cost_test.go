@@ -21,9 +21,9 @@ import (
 
 // The node machinery's budget at rest, per node: containerd, the kubelet
 // and the shims. Measured on three nodes: 0.06 cores and 146 MiB of
-// anonymous memory in all (docs/design.md, "Cost at rest"); the bounds
-// leave room for a busy CI machine and catch a kubelet or containerd that
-// spins or grows (an order of magnitude).
+// anonymous memory in all (docs/reports/node-plane.md, "Cost at rest");
+// the bounds leave room for a busy CI machine and catch a kubelet or
+// containerd that spins or grows (an order of magnitude).
 const (
 	nodeSystemCPUBudget    = 0.25 // cores
 	nodeSystemMemoryBudget = 256 << 20
