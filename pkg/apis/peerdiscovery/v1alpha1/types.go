@@ -261,11 +261,13 @@ const (
 // RouteReview asks what the filter would do with a request, and why.
 // Like SubjectAccessReview it is create-only and never stored.
 //
-// The answer is the filter's own decision (routing.Decide) on the routing
-// tables and APIServerPeers of the last published view, for the request as
-// kube-apiserver parses it. What the filter decides from but the API does
-// not show is listed in status.assumptions: the source's sync state, its
-// live discovery (the review takes what peerdiscovery last read of it),
+// The answer is the filter's own decision (routing.Decide, or
+// routing.DecideGroupVersion for a group-version's resource list) on the
+// routing tables, APIServerPeers and registration Leases of the last
+// published view, for the request as kube-apiserver parses it. What the
+// filter decides from but the API does not show is listed in
+// status.assumptions: the source's sync state, its live discovery (the
+// review takes what peerdiscovery last read of it), its own Lease watch,
 // whether it runs the filter, and whether peers can be reached at request
 // time. An invalid spec or an unknown sourcePeer is 422 Invalid; no view
 // yet, or no peer known yet, is 503 with Retry-After.
