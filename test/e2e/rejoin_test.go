@@ -109,17 +109,16 @@ const (
 // the GVR answers 200 again within the bound after the server's own
 // /readyz answers 200 (restarted) or after SIGCONT (thawed), and never 404
 // meanwhile.
-func TestRestartedServerRoutedAgain(t *testing.T) {
-	ids := readyPlane(t)
-	const victim = new2
-	others := []int{old, new1}
-	name := cluster.Servers()[victim].Name
-	version := cluster.Servers()[victim].Version
+// servingAlone restarts server victim with rejoinGV turned on, so that it
+// alone serves rejoinGVR, and puts it back as it was when the test ends.
+func servingAlone(t *testing.T, victim int) {
+	t.Helper()
+	name, version := cluster.Servers()[victim].Name, cluster.Servers()[victim].Version
 	planetest.KeepServersRunning(t, cluster, victim)
 	t.Cleanup(func() {
-		// new2 as it was, for the tests after. Thawed first: a stopped
-		// process keeps SIGTERM pending. SIGCONT to a running server does
-		// nothing; to one that does not run it fails, which does not matter.
+		// As it was, for the tests after. Thawed first: a stopped process
+		// keeps SIGTERM pending. SIGCONT to a running server does nothing;
+		// to one that does not run it fails, which does not matter.
 		_ = cluster.ThawAPIServer(victim)
 		if err := cluster.StopAPIServer(victim, syscall.SIGTERM); err != nil {
 			t.Errorf("stopping %s: %v", name, err)
@@ -134,6 +133,14 @@ func TestRestartedServerRoutedAgain(t *testing.T) {
 	if err := cluster.UpgradeAPIServer(victim, localcluster.ServerSpec{Version: version, ExtraFlags: []string{"--runtime-config=" + rejoinGV + "=true"}}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func TestRestartedServerRoutedAgain(t *testing.T) {
+	ids := readyPlane(t)
+	const victim = new2
+	others := []int{old, new1}
+	name := cluster.Servers()[victim].Name
+	servingAlone(t, victim)
 	for i, s := range cluster.Servers() {
 		groups, _, _ := discovery(t, i, "/apis", true)
 		if served := planetest.GVRs(groups)[rejoinGVR]; served != (i == victim) {

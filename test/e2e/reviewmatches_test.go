@@ -27,7 +27,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 	"sigs.k8s.io/peerdiscovery/test/planetest"
@@ -46,20 +45,8 @@ func TestRouteReviewMatchesRequests(t *testing.T) {
 
 	// new2 alone serves rejoinGVR.
 	const victim = new2
-	name, version := cluster.Servers()[victim].Name, cluster.Servers()[victim].Version
-	planetest.KeepServersRunning(t, cluster, victim)
-	t.Cleanup(func() {
-		_ = cluster.StopAPIServer(victim, syscall.SIGTERM)
-		if err := cluster.UpgradeAPIServer(victim, localcluster.ServerSpec{Version: version}); err != nil {
-			t.Errorf("starting %s as it was: %v", name, err)
-		}
-	})
-	if err := cluster.StopAPIServer(victim, syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.UpgradeAPIServer(victim, localcluster.ServerSpec{Version: version, ExtraFlags: []string{"--runtime-config=" + rejoinGV + "=true"}}); err != nil {
-		t.Fatal(err)
-	}
+	name := cluster.Servers()[victim].Name
+	servingAlone(t, victim)
 	planetest.WaitFor(t, 2*time.Minute, rejoinPath+" routed to "+name, func() error {
 		for _, i := range []int{old, new1} {
 			if r := review(t, new1, "list", rejoinPath, ids[i]); r.Decision != v1alpha1.RouteProxy || r.Target != ids[victim] {
@@ -96,6 +83,12 @@ func TestRouteReviewMatchesRequests(t *testing.T) {
 	})
 	running = []int{old, new1}
 	matchEverywhere(t, name+" shut down", ids, running)
+	// Started again, so that servingAlone's clean-up finds it running.
+	defer func() {
+		if err := cluster.StartAPIServer(victim); err != nil {
+			t.Error(err)
+		}
+	}()
 	for _, drained := range [][]routing.DrainedRoute{what.Unavailable, what.FailOver} {
 		for _, r := range drained {
 			for from, to := range r.From {
