@@ -123,6 +123,7 @@ func matchEverywhere(t *testing.T, stage string, ids map[int]string, running []i
 		t.Fatal(err)
 	}
 	checked := map[v1alpha1.RouteDecision]int{}
+	// (group-version lists count as "list <decision>")
 	for _, rt := range tables.Items {
 		if rt.Status.ClusterWide {
 			continue
@@ -135,6 +136,29 @@ func matchEverywhere(t *testing.T, stage string, ids map[int]string, running []i
 				t.Errorf("%s: list %s through %s: %v (review: %s: %s)", stage, path, cluster.Servers()[i].Name, err, r.Decision, r.Reason)
 			}
 			checked[r.Decision]++
+		}
+	}
+	// Each group-version's resource list (DecideGroupVersion).
+	gvs := map[string]bool{}
+	for _, rt := range tables.Items {
+		if rt.Status.ClusterWide {
+			continue
+		}
+		path := "/apis/" + rt.Spec.Group + "/" + rt.Spec.Version
+		if rt.Spec.Group == "" {
+			path = "/api/" + rt.Spec.Version
+		}
+		if gvs[path] {
+			continue
+		}
+		gvs[path] = true
+		for _, i := range running {
+			r := review(t, new1, "get", path, ids[i])
+			code, h, body := planetest.Get(t, cluster.AdminConfig(i), path)
+			if err := sameListOutcome(r, code, h, body); err != nil {
+				t.Errorf("%s: get %s through %s: %v (review: %s: %s)", stage, path, cluster.Servers()[i].Name, err, r.Decision, r.Reason)
+			}
+			checked["list "+r.Decision]++
 		}
 	}
 	t.Logf("%s: %d routing tables, decisions checked: %v", stage, len(tables.Items), checked)
@@ -170,4 +194,24 @@ func sameOutcome(r v1alpha1.RouteReviewStatus, code int, h http.Header, body []b
 		}
 	}
 	return nil
+}
+
+// sameListOutcome is sameOutcome for a group-version's resource list:
+// Local and Proxy are a 200 (this server's or a peer's list), NotFound is
+// the chain's answer (never the filter's 503), Unavailable the filter's
+// 503.
+func sameListOutcome(r v1alpha1.RouteReviewStatus, code int, h http.Header, body []byte) error {
+	switch r.Decision {
+	case v1alpha1.RouteLocal, v1alpha1.RouteProxy:
+		if code != http.StatusOK {
+			return fmt.Errorf("answered %d, want 200: %.200s", code, body)
+		}
+		return nil
+	case v1alpha1.RouteNotFound:
+		if code == http.StatusServiceUnavailable {
+			return fmt.Errorf("answered 503, want the chain's answer: %.200s", body)
+		}
+		return nil
+	}
+	return sameOutcome(r, code, h, body)
 }
