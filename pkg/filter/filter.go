@@ -216,6 +216,7 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 	f.binaryVersion = version.Get().GitVersion
 	f.answers = answers{serializer: c.Serializer, retryAfter: f.opts.RetryAfterSeconds}
 	f.proxy.answers = f.answers
+	f.proxy.useEgressSelector(c.EgressSelector)
 	f.longRunning = c.LongRunningFunc
 	if f.longRunning == nil {
 		f.longRunning = defaultLongRunning

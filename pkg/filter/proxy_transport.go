@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/apiserver/pkg/server/egressselector"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
@@ -55,6 +56,10 @@ type proxier struct {
 	keyBytes []byte
 
 	transports atomic.Pointer[peerTransports]
+	// egressDial makes the TCP connections to peers when kube-apiserver
+	// has an egress selector with a controlplane network context (nil:
+	// they are dialled directly); set by WrapHandler (useEgressSelector).
+	egressDial atomic.Pointer[utilnet.DialFunc]
 
 	// answers writes the filter's own Status answers; clock times the
 	// proxied requests. Both are set once, by WrapHandler and New.
@@ -162,18 +167,99 @@ const (
 	peerPingTimeout     = 3 * time.Second
 )
 
+// peerDialTimeout bounds the making of a connection to a peer (TCP, or
+// the egress selector's dial), so that a candidate that cannot be reached
+// gives way to the next one.
+const peerDialTimeout = 5 * time.Second
+
+// directDialer connects to peers when no egress selector applies.
+var directDialer = &net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}
+
+// useEgressSelector makes every connection to a peer go through the
+// egress selector's controlplane network context when kube-apiserver has
+// one (--egress-selector-config-file; an HTTP CONNECT or konnectivity
+// proxy), as upstream's peer proxy does (BuildPeerProxy in
+// k8s.io/kubernetes/pkg/controlplane/apiserver). Without an egress
+// selector, or without that context in it, peers are dialled directly.
+// Only the TCP connection changes: TLS to the peer (--peer-ca-file, the
+// server name, the front-proxy client certificate) is the transports' own
+// either way.
+func (p *proxier) useEgressSelector(es *egressselector.EgressSelector) {
+	if es == nil {
+		p.egressDial.Store(nil)
+		return
+	}
+	dial, err := es.Lookup(egressselector.ControlPlane.AsNetworkContext())
+	if err != nil {
+		// Lookup returns no error in the releases this builds against;
+		// should it, peers are not dialled directly against the
+		// configuration.
+		klog.Background().Error(err, "peerdiscovery filter: the egress selector has no dialer for the controlplane network context; peers cannot be reached")
+		dial = func(context.Context, string, string) (net.Conn, error) {
+			return nil, fmt.Errorf("egress selector, controlplane network context: %w", err)
+		}
+	}
+	if dial == nil {
+		p.egressDial.Store(nil)
+		return
+	}
+	klog.Background().Info("peerdiscovery filter: connecting to peers through the egress selector's controlplane network context")
+	p.egressDial.Store(&dial)
+}
+
+// dialPeer makes the TCP connection of a transport to a peer, for the
+// requests it round-trips and the upgrades UpgradeAwareHandler dials
+// (proxy.DialURL takes the transport's DialContext).
+func (p *proxier) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	dial := p.egressDial.Load()
+	if dial == nil {
+		return directDialer.DialContext(ctx, network, addr)
+	}
+	return dialWithin(ctx, peerDialTimeout, *dial, network, addr)
+}
+
+// dialWithin calls dial bounded by timeout and ctx, even where dial does
+// not honour them: the egress selector's HTTP CONNECT dialer waits for the
+// proxy's answer to CONNECT without a deadline, so a proxy that hangs
+// would hold a request (an upgrade: for ever) instead of letting it go on
+// to the next candidate. A connection made after the bound is closed. The
+// context given to dial ends when dialWithin returns: it bounds the dial
+// only (an established tunnel outlives it, as the egress selector's
+// dialers promise).
+func dialWithin(ctx context.Context, timeout time.Duration, dial utilnet.DialFunc, network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	type dialed struct {
+		conn net.Conn
+		err  error
+	}
+	done := make(chan dialed, 1)
+	go func() {
+		conn, err := dial(ctx, network, addr)
+		done <- dialed{conn, err}
+	}()
+	select {
+	case d := <-done:
+		return d.conn, d.err
+	case <-ctx.Done():
+		go func() {
+			if d := <-done; d.conn != nil {
+				_ = d.conn.Close()
+			}
+		}()
+		return nil, fmt.Errorf("dial %s %s through the egress selector: %w", network, addr, ctx.Err())
+	}
+}
+
 // newTransport is one pool of connections to peers, with apimachinery's
 // defaults (SetOldTransportDefaults) and HTTP/2 with a connection health
 // check configured as SetTransportDefaults does, but shorter (see
 // peerReadIdleTimeout). HTTP2_READ_IDLE_TIMEOUT_SECONDS,
 // HTTP2_PING_TIMEOUT_SECONDS and DISABLE_HTTP2 are honoured as by every
-// Kubernetes client.
+// Kubernetes client. Connections are made by dialPeer.
 func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration) *http.Transport {
 	t := utilnet.SetOldTransportDefaults(&http.Transport{
-		DialContext: (&net.Dialer{
-			Timeout:   5 * time.Second,
-			KeepAlive: 30 * time.Second,
-		}).DialContext,
+		DialContext: p.dialPeer,
 		TLSClientConfig: &tls.Config{
 			MinVersion:           tls.VersionTLS12,
 			RootCAs:              pool,
@@ -196,8 +282,9 @@ func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration)
 		IdleConnTimeout:       90 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	})
-	// Peers are reached directly, never through an HTTP proxy from the
-	// environment (SetOldTransportDefaults adds one).
+	// Peers are never reached through an HTTP proxy from the environment
+	// (SetOldTransportDefaults adds one); only through the egress
+	// selector (dialPeer).
 	t.Proxy = nil
 	if os.Getenv("DISABLE_HTTP2") != "" {
 		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
