@@ -24,6 +24,7 @@ import (
 	"testing"
 	"time"
 
+	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -113,6 +114,19 @@ func listPath(gvr schema.GroupVersionResource) string {
 	return "/apis/" + gvr.Group + "/" + gvr.Version + "/" + gvr.Resource
 }
 
+// scopedListPath is the list of gvr in namespace default when it is
+// namespaced (some namespaced kinds, bindings say, have no cluster-wide
+// path), else the cluster-wide list.
+func scopedListPath(gvr schema.GroupVersionResource, scope apidiscoveryv2.ResourceScope) string {
+	if scope != apidiscoveryv2.ScopeNamespace {
+		return listPath(gvr)
+	}
+	if gvr.Group == "" {
+		return "/api/" + gvr.Version + "/namespaces/default/" + gvr.Resource
+	}
+	return "/apis/" + gvr.Group + "/" + gvr.Version + "/namespaces/default/" + gvr.Resource
+}
+
 // matchEverywhere lists every routing table the filter routes by (not
 // cluster-wide) and, for every one and every running server, compares
 // RouteReview's decision for a list through that server with a real list.
@@ -128,7 +142,7 @@ func matchEverywhere(t *testing.T, stage string, ids map[int]string, running []i
 		if rt.Status.ClusterWide {
 			continue
 		}
-		path := listPath(schema.GroupVersionResource{Group: rt.Spec.Group, Version: rt.Spec.Version, Resource: rt.Spec.Resource})
+		path := scopedListPath(schema.GroupVersionResource{Group: rt.Spec.Group, Version: rt.Spec.Version, Resource: rt.Spec.Resource}, rt.Spec.Scope)
 		for _, i := range running {
 			r := review(t, new1, "list", path, ids[i])
 			code, h, body := planetest.Get(t, cluster.AdminConfig(i), path+"?limit=1")
