@@ -34,7 +34,7 @@ import (
 // decision: over generated states (routes, APIServerPeers in every
 // readiness, registration Leases live, lapsed, departed or renewed before
 // or after the view's judgment, this server's own discovery, the view
-// synced or not) and request paths (every verb, subresources, watches,
+// synced or not, readable or stale) and request paths (every verb, subresources, watches,
 // unknown groups, group-version resource lists, group paths), what the
 // filter does with a real request (served by its chain, proxied to which
 // peer, 503 with or without Retry-After) is what RouteReview says on the
@@ -65,6 +65,7 @@ func TestFilterAgreesWithRouteReview(t *testing.T) {
 		state := genState(rng, now, ids, endpoints, gvrs)
 		e.f.state.current.Store(routing.NewTable(state.tables, state.peers))
 		e.f.state.isSynced.Store(state.synced)
+		e.f.state.sourceDown.Store(state.stale)
 		e.f.syncDeadline.Store(state.graceUntil.UnixNano())
 		e.f.leases.current.Store(&state.records)
 		e.setLocal(state.local...)
@@ -114,6 +115,7 @@ type diffState struct {
 	records    routing.Records
 	local      []schema.GroupVersionResource
 	synced     bool
+	stale      bool
 	graceUntil time.Time
 	desc       []string
 }
@@ -121,13 +123,13 @@ type diffState struct {
 func (s diffState) String() string { return strings.Join(s.desc, "; ") }
 
 func genState(rng *rand.Rand, now time.Time, ids []string, endpoints map[string]string, gvrs []schema.GroupVersionResource) diffState {
-	s := diffState{records: routing.Records{}, synced: rng.IntN(5) > 0}
+	s := diffState{records: routing.Records{}, synced: rng.IntN(5) > 0, stale: rng.IntN(2) == 0}
 	if rng.IntN(2) == 0 {
 		s.graceUntil = now.Add(time.Minute)
 	} else {
 		s.graceUntil = now.Add(-time.Minute)
 	}
-	s.desc = append(s.desc, fmt.Sprintf("synced=%v grace=%v", s.synced, s.graceUntil.After(now)))
+	s.desc = append(s.desc, fmt.Sprintf("synced=%v stale=%v grace=%v", s.synced, s.stale, s.graceUntil.After(now)))
 	// Times stay clear of RecoveryWindow's edge: 1 s or 30 s ago.
 	ago := func() time.Duration { return []time.Duration{time.Second, 30 * time.Second}[rng.IntN(2)] }
 	notReadySince := map[string]time.Time{}
@@ -280,7 +282,9 @@ func reviewedAction(st v1alpha1.RouteReviewStatus) string {
 	switch st.Decision {
 	case v1alpha1.RouteProxy:
 		if st.Target == "" {
-			return "merged list"
+			// Split: the list merged from the view's merged discovery;
+			// the test gives the filter none, so its chain answers.
+			return "chain"
 		}
 		return "proxy to " + st.Target
 	case v1alpha1.RouteUnavailable:

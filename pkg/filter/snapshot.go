@@ -42,6 +42,7 @@ type snapshotEntry struct {
 type snapshotParts struct {
 	self     string
 	table    *routing.Table // nil while not synced
+	stale    bool
 	records  *routing.Records
 	local    *localDoc
 	deadline int64
@@ -49,14 +50,14 @@ type snapshotParts struct {
 
 // snapshot returns the snapshot of the views' current state; read only.
 func (f *Filter) snapshot() *routing.Snapshot {
-	p := snapshotParts{self: f.serverID, records: f.leases.current.Load(), local: f.local.current(), deadline: f.syncDeadline.Load()}
+	p := snapshotParts{self: f.serverID, records: f.leases.current.Load(), local: f.local.current(), deadline: f.syncDeadline.Load(), stale: f.state.stale()}
 	if f.state.synced() {
 		p.table = f.state.table()
 	}
 	if e := f.snaps.current.Load(); e != nil && e.parts == p {
 		return &e.snap
 	}
-	e := &snapshotEntry{parts: p, snap: routing.Snapshot{Self: p.self, Table: p.table, Records: *p.records}}
+	e := &snapshotEntry{parts: p, snap: routing.Snapshot{Self: p.self, Table: p.table, ViewStale: p.stale, Records: *p.records}}
 	if p.local != nil {
 		e.snap.Local = p.local
 	}

@@ -40,9 +40,13 @@ const rebuildDelay = 50 * time.Millisecond
 // aggregator, and an immutable routing table rebuilt from them. Once
 // synced, the caches keep routing if peerdiscovery-apiserver goes away.
 type routingState struct {
-	current    atomic.Pointer[routing.Table]
-	merged     atomic.Pointer[v1alpha1.PeerAggregatedDiscovery]
-	isSynced   atomic.Bool
+	current  atomic.Pointer[routing.Table]
+	merged   atomic.Pointer[v1alpha1.PeerAggregatedDiscovery]
+	isSynced atomic.Bool
+	// sourceDown is set when a list or a watch of the view failed and
+	// cleared when one succeeds: the view cannot be read now (every
+	// peerdiscovery-apiserver replica down), so it may be stale.
+	sourceDown atomic.Bool
 	generation atomic.Uint64
 	dirty      chan struct{}
 	clock      clock.PassiveClock
@@ -103,7 +107,7 @@ func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
 		return err
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher {
-		return stampInput(countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource), resource)
+		return s.trackSource(stampInput(countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource), resource))
 	})
 	return nil
 }
@@ -122,6 +126,18 @@ func watchedFields(resource string) fields.Selector {
 	}
 	return fields.Everything()
 }
+
+// trackSource records in sourceDown whether lw's last list or watch
+// could be opened.
+func (s *routingState) trackSource(lw *cache.ListWatch) *cache.ListWatch {
+	return hookListWatch(lw, func(err error) { s.sourceDown.Store(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
+		s.sourceDown.Store(w == nil)
+		return w
+	})
+}
+
+// stale tells whether the view cannot be read now.
+func (s *routingState) stale() bool { return s.sourceDown.Load() }
 
 // countRelists counts the full state reads of an informer after its first:
 // a List, or a watch that asks for the initial state (client-go's watch-list

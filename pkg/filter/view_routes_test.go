@@ -16,6 +16,7 @@ package filter
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -213,6 +214,41 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 			if got != want {
 				t.Errorf("%s asked with fieldSelector %q, want %q", resource, got, want)
 			}
+		}
+	}
+}
+
+// TestRoutingStateKnowsWhenTheViewCannotBeRead: a failed list or watch of
+// the view marks it stale (every replica down), the next one that works
+// marks it current again.
+func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
+	s := newRoutingState()
+	fail := false
+	lw := s.trackSource(&cache.ListWatch{
+		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+			if fail {
+				return nil, errors.New("the aggregator: 503")
+			}
+			return &v1alpha1.APIServerPeerList{}, nil
+		},
+		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) {
+			if fail {
+				return nil, errors.New("the aggregator: 503")
+			}
+			return watch.NewFake(), nil
+		},
+	})
+	for _, step := range []struct {
+		fail, watch, stale bool
+	}{{false, false, false}, {true, true, true}, {true, false, true}, {false, true, false}, {true, false, true}, {false, false, false}} {
+		fail = step.fail
+		if step.watch {
+			_, _ = lw.Watch(metav1.ListOptions{})
+		} else {
+			_, _ = lw.List(metav1.ListOptions{})
+		}
+		if s.stale() != step.stale {
+			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.stale(), step.stale)
 		}
 	}
 }

@@ -240,7 +240,7 @@ func assumptions(req Request, res Result, spec v1alpha1.RouteReviewSpec, source 
 		out = append(out, "the source's filter has synced its routing state: until it has, within its sync grace period after start, a resource it does not serve gets 503, and after that its own chain answers")
 	}
 	if res.Decision == v1alpha1.RouteNotFound || res.Decision == v1alpha1.RouteUnavailable {
-		out = append(out, "no live server's registration Lease records this resource and vouches for it, as the extension last read the Leases: the source's filter reads them from its own watch cache, which may be ahead; a live server whose Lease records the resource, renewed after the view last saw it not ready, is proxied to, never 404")
+		out = append(out, "no live server's registration Lease records this resource and vouches for it, as the extension last read the Leases: the source's filter reads them from its own watch cache, which may be ahead; a live server whose Lease records the resource is proxied to when no route names it yet (never 404), or when the filter cannot read the view and the Lease was renewed after the view last saw it not ready")
 	}
 	if res.Decision == v1alpha1.RouteUnavailable {
 		out = append(out, "decided at the review's time: the 503 carries Retry-After: 1 (and the reason says so) while a candidate that did not shut down stopped being ready less than "+RecoveryWindow.String()+" before the request, none after")

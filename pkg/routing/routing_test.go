@@ -441,8 +441,11 @@ func TestDecideByLease(t *testing.T) {
 		{"no route, lapsed record", Snapshot{Table: newTable(), Records: Records{"b": record("b", testNow.Add(-time.Minute), g)}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
 		{"no route, departed record", Snapshot{Table: newTable(), Records: Records{"b": departed}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
 		{"no route, record of another GVR", Snapshot{Table: newTable(), Records: Records{"b": record("b", testNow, pods)}}, v1alpha1.RouteNotFound, whyUnknown, nil, false},
-		{"not ready in the view, renewed since", Snapshot{Table: routed, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteProxy, whyVouched, []string{"b"}, false},
-		{"not ready in the view, not renewed since", Snapshot{Table: routed, Records: Records{"b": record("b", since.Add(-time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
+		{"not ready in a stale view, renewed since", Snapshot{Table: routed, ViewStale: true, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteProxy, whyVouched, []string{"b"}, false},
+		{"not ready in a stale view, not renewed since", Snapshot{Table: routed, ViewStale: true, Records: Records{"b": record("b", since.Add(-time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
+		// A live view re-reads it every second: it cannot read it (a
+		// partition, CPU starvation), and neither, likely, can this server.
+		{"not ready in a live view, renewed since", Snapshot{Table: routed, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
 		{"ready in the view first, then vouched", Snapshot{Table: routedReady, Records: Records{"d": record("d", testNow, g)}}, v1alpha1.RouteProxy, whyProxy, []string{"c", "d"}, false},
 		{"unsynced, recorded", Snapshot{Records: Records{"b": record("b", testNow, g)}, SyncGraceUntil: testNow.Add(time.Second)}, v1alpha1.RouteProxy, whyRecorded, []string{"b"}, false},
 		{"unsynced, in the grace", Snapshot{SyncGraceUntil: testNow.Add(time.Second)}, v1alpha1.RouteUnavailable, whyUnsynced, nil, true},
@@ -482,14 +485,21 @@ func TestStillCandidate(t *testing.T) {
 		{"ready in the view", "c", nil, true},
 		{"known to neither", "x", nil, true},
 		{"not ready, no record", "b", nil, false},
-		{"not ready, renewed since", "b", Records{"b": record("b", since.Add(time.Second), g)}, true},
-		{"not ready, not renewed since", "b", Records{"b": record("b", since.Add(-time.Second), g)}, false},
+		{"not ready, renewed since, live view", "b", Records{"b": record("b", since.Add(time.Second), g)}, false},
 		{"unknown to the view, live record", "y", Records{"y": record("y", testNow, g)}, true},
 		{"unknown to the view, lapsed record", "y", Records{"y": record("y", testNow.Add(-time.Minute), g)}, false},
 	} {
 		s := &Snapshot{Self: self, Table: table, Records: tc.records, Local: localSet{}}
 		if got := s.StillCandidate(Peer{ID: tc.peer}, g, testNow); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// A stale view: the Lease renewed since it saw the server not ready
+	// vouches; one from before does not.
+	for renewed, want := range map[time.Duration]bool{time.Second: true, -time.Second: false} {
+		s := &Snapshot{Self: self, Table: table, ViewStale: true, Records: Records{"b": record("b", since.Add(renewed), g)}, Local: localSet{}}
+		if got := s.StillCandidate(Peer{ID: "b"}, g, testNow); got != want {
+			t.Errorf("stale view, renewed %v after: %v, want %v", renewed, got, want)
 		}
 	}
 }

@@ -32,6 +32,10 @@ type Snapshot struct {
 	// Table is peerdiscovery's view: routing tables and APIServerPeers.
 	// nil while the view is not synced.
 	Table *Table
+	// ViewStale is true while the view's source cannot be read (every
+	// peerdiscovery-apiserver replica down, say): its judgments of
+	// readiness may be older than the registration Leases.
+	ViewStale bool
 	// Records are the registration Leases as Self reads them (its own
 	// watch cache in the filter). nil: none known.
 	Records Records
@@ -164,12 +168,14 @@ func (s *Snapshot) GoneForGood(id string, now time.Time) bool {
 func viewReady(p Peer) bool { return p.Ready && !p.Left }
 
 // vouched tells whether server id's registration Lease, live at now and
-// recording gvr, shows it running since the view last judged it: the view
-// has no APIServerPeer for it, or says it is ready, or it stopped being
-// ready before the Lease's last renewal (the view lags: every extension
-// replica restarting while it came back from a freeze, say). A server
-// that froze stops renewing, so a view that saw the freeze is never
-// overruled by the Lease renewals from before it.
+// recording gvr, makes it a candidate: the view has no APIServerPeer for
+// it, or says it is ready, or the view is stale and saw it stop being
+// ready before the Lease's last renewal (every extension replica down
+// while it came back from a freeze, say). A live view re-reads a server
+// that is not ready every second, so its judgment stands: a server it
+// cannot read (partitioned from it, CPU-starved) is not tried from the
+// Lease alone. A server that froze stops renewing, so a stale view that
+// saw the freeze is never overruled by the renewals from before it.
 func (s *Snapshot) vouched(id string, gvr schema.GroupVersionResource, now time.Time) (Peer, bool) {
 	r, ok := s.Records[id]
 	if !ok || !r.Live(now) || !r.Served.Serves(gvr) {
@@ -182,7 +188,7 @@ func (s *Snapshot) vouched(id string, gvr schema.GroupVersionResource, now time.
 		return out, true
 	case viewReady(p):
 		return p, true
-	case !p.NotReadySince.IsZero() && p.NotReadySince.Before(r.RenewTime):
+	case s.ViewStale && !p.NotReadySince.IsZero() && p.NotReadySince.Before(r.RenewTime):
 		out.Endpoint = p.Endpoint
 		if r.Endpoint != "" {
 			out.Endpoint = r.Endpoint
