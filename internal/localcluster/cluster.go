@@ -176,10 +176,8 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 	if err := os.MkdirAll(localUp, 0o755); err != nil {
 		return nil, err
 	}
-	// Own the subnet host-wide for the cluster's lifetime (released by
-	// Stop, or by the kernel when this process dies), so two Starts racing
-	// for one subnet cannot both pass the check below.
-	subnetLock, err := lockSubnet(cfg.SubnetOctet)
+	cleanStaleRuns(localUp, cfg.KeepRuns, cfg.Logf)
+	subnetLock, err := claimSubnet(cfg.SubnetOctet, cfg.Logf)
 	if err != nil {
 		return nil, err
 	}
@@ -188,10 +186,6 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, retErr error) {
 			subnetLock.Close()
 		}
 	}()
-	cleanStaleRuns(localUp, cfg.KeepRuns, cfg.Logf)
-	if err := checkSubnetFree(cfg.SubnetOctet); err != nil {
-		return nil, err
-	}
 	nw, err := newNetwork(cfg.SubnetOctet)
 	if err != nil {
 		return nil, err

@@ -56,7 +56,7 @@ type network struct {
 }
 
 func newNetwork(octet int) (*network, error) {
-	b := make([]byte, 3)
+	b := make([]byte, 3) // isNetworkID knows this length
 	if _, err := rand.Read(b); err != nil {
 		return nil, err
 	}
@@ -95,14 +95,8 @@ func checkSubnetFree(octet int) error {
 		return err
 	}
 	for _, ifc := range ifaces {
-		addrs, err := ifc.Addrs()
-		if err != nil {
-			continue
-		}
-		for _, a := range addrs {
-			if ipn, ok := a.(*net.IPNet); ok && sn.Contains(ipn.IP) {
-				return inUse(fmt.Sprintf("address %s on %s", ipn, ifc.Name))
-			}
+		if a := addressIn(ifc, sn); a != nil {
+			return inUse(fmt.Sprintf("address %s on %s", a, ifc.Name))
 		}
 	}
 	out, err := ipCmd("-j", "-4", "route", "show", "table", "all")
@@ -133,6 +127,81 @@ func checkSubnetFree(octet int) error {
 		// our /24 on the veth, which keeps the traffic local.
 		if ones, _ := rn.Mask.Size(); ones >= 24 && sn.Contains(rn.IP) {
 			return inUse(fmt.Sprintf("route %s dev %s", r.Dst, r.Dev))
+		}
+	}
+	return nil
+}
+
+// claimSubnet owns the subnet host-wide for a cluster's lifetime (the lock
+// is released by Stop, or by the kernel when the process dies), so two
+// Starts racing for one subnet cannot both pass the check; then it clears
+// dead clusters' leftovers and checks that nothing else uses the subnet.
+func claimSubnet(octet int, logf func(string, ...any)) (*os.File, error) {
+	lock, err := lockSubnet(octet)
+	if err != nil {
+		return nil, err
+	}
+	if err := reclaimSubnet(octet, logf); err != nil {
+		logf("reclaiming %s: %v", subnet(octet), err)
+	}
+	if err := checkSubnetFree(octet); err != nil {
+		lock.Close()
+		return nil, err
+	}
+	return lock, nil
+}
+
+// reclaimSubnet removes what dead local clusters left in the subnet: each
+// veth named as newNetwork names them (pdh<id>) with an address in it,
+// with its namespace pd-<id>, the processes in that namespace and, for a
+// node-based run, the cgroups and runtime folder of run <id>. The caller
+// holds the subnet's lock, which every Start takes before it creates its
+// network, so no live cluster owns them; the run folder that names them
+// may be in another checkout (a clone killed mid-run), where
+// cleanStaleRuns cannot see it. Anything else in the subnet is left for
+// checkSubnetFree to report.
+func reclaimSubnet(octet int, logf func(string, ...any)) error {
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	sn := subnet(octet)
+	var errs []error
+	for _, ifc := range ifaces {
+		id, ours := strings.CutPrefix(ifc.Name, "pdh")
+		if !ours || !isNetworkID(id) || addressIn(ifc, sn) == nil {
+			continue
+		}
+		logf("reclaiming %s from a dead local cluster: netns pd-%s, veth %s", sn, id, ifc.Name)
+		if err := cleanNodeRun("", id); err != nil {
+			errs = append(errs, fmt.Errorf("the nodes of run %s: %w", id, err))
+		}
+		n := network{Name: "pd-" + id, HostIf: ifc.Name, NsIf: "pdn" + id, Octet: octet}
+		if err := n.destroy(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// isNetworkID tells whether s is an id newNetwork makes: 6 hex digits.
+func isNetworkID(s string) bool {
+	if len(s) != 6 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
+}
+
+// addressIn returns the interface's first address inside sn, or nil.
+func addressIn(ifc net.Interface, sn *net.IPNet) *net.IPNet {
+	addrs, err := ifc.Addrs()
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && sn.Contains(ipn.IP) {
+			return ipn
 		}
 	}
 	return nil

@@ -366,8 +366,8 @@ func (c *Cluster) stopNodes() error {
 // cleanNodeRun kills whatever is left in a run's cgroups (shims,
 // containers) and removes them, then removes the run's runtime folder (its
 // tmpfs mounts lived in the nodes' own mount namespaces only) and the
-// nodes' containerd roots (the unpacked images, ~1 GB a node). A no-op for
-// a run of the process plane.
+// nodes' containerd roots (the unpacked images, ~1 GB a node; skipped
+// without a runDir). A no-op for a run of the process plane.
 func cleanNodeRun(runDir, runID string) error {
 	rel := filepath.Join(cgroupBase, runID)
 	var errs []error
@@ -380,7 +380,7 @@ func cleanNodeRun(runDir, runID string) error {
 	if err := os.RemoveAll(filepath.Join(nodeRuntimeBase, runID)); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) == 0 {
+	if len(errs) == 0 && runDir != "" {
 		roots, _ := filepath.Glob(filepath.Join(runDir, "nodes", "*", "containerd"))
 		for _, r := range roots {
 			if err := os.RemoveAll(r); err != nil {
