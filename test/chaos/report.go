@@ -60,6 +60,12 @@ func Markdown(results ...*Result) string {
 		})
 	}
 	row("**all violations**", func(r *Result, _ workload.Counts) string { return fmt.Sprintf("**%d**", len(r.Violations)) })
+	// The figures the client invariants compare (ClientsOf), so that a
+	// reader sees the margin, not only that the bar held.
+	row("clients: p99 time to success / failed after retries / skipped", func(r *Result, _ workload.Counts) string {
+		c := ClientsOf(r)
+		return fmt.Sprintf("%s / %d / %d", ms(c.P99ToSuccess), c.Failed, c.Skipped)
+	})
 	row("operations (after client-go's retries)", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.Ops) })
 	row("2xx", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.OK) })
 	row("404", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.NotFound) })
@@ -163,7 +169,7 @@ func Summary(invocations [][]*Result) string {
 	for _, inv := range Invariants {
 		fmt.Fprintf(&b, " %s |", inv)
 	}
-	b.WriteString(" all | operations | failed after retries |\n|---|---|---|" + strings.Repeat("---|", len(Invariants)+3) + "\n")
+	b.WriteString(" all | operations | failed after retries | p99 time to success |\n|---|---|---|" + strings.Repeat("---|", len(Invariants)+4) + "\n")
 	total := map[string]map[string]int{}
 	for _, invocation := range invocations {
 		for _, r := range invocation {
@@ -179,7 +185,7 @@ func Summary(invocations [][]*Result) string {
 			}
 			total[r.Routing]["ops"] += c.Ops
 			total[r.Routing]["failed"] += c.Failed
-			fmt.Fprintf(&b, " **%d** | %d | %d |\n", len(r.Violations), c.Ops, c.Failed)
+			fmt.Fprintf(&b, " **%d** | %d | %d | %s |\n", len(r.Violations), c.Ops, c.Failed, ms(ClientsOf(r).P99ToSuccess))
 		}
 	}
 	for _, name := range routingNames {
@@ -189,7 +195,7 @@ func Summary(invocations [][]*Result) string {
 			fmt.Fprintf(&b, " **%d** |", total[name][inv])
 			all += total[name][inv]
 		}
-		fmt.Fprintf(&b, " **%d** | %d | %d |\n", all, total[name]["ops"], total[name]["failed"])
+		fmt.Fprintf(&b, " **%d** | %d | %d | |\n", all, total[name]["ops"], total[name]["failed"])
 	}
 	return b.String()
 }
