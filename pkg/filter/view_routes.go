@@ -128,11 +128,22 @@ func watchedFields(resource string) fields.Selector {
 }
 
 // trackSource records in sourceDown whether lw's last list or watch
-// could be opened.
+// could be opened, and whether an open watch then ended with an error:
+// when every replica dies the stream breaks mid-way, and client-go waits
+// its backoff (14 s in seed 2718's soak) before the list that would fail,
+// while the view it holds still calls a restarted server not ready.
 func (s *routingState) trackSource(lw *cache.ListWatch) *cache.ListWatch {
 	return hookListWatch(lw, func(err error) { s.sourceDown.Store(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
 		s.sourceDown.Store(w == nil)
-		return w
+		if w == nil {
+			return w
+		}
+		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
+			if e.Type == watch.Error {
+				s.sourceDown.Store(true)
+			}
+			return e, true
+		})
 	})
 }
 

@@ -252,3 +252,34 @@ func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
 		}
 	}
 }
+
+// A watch that opened and then broke (every replica killed: the stream
+// ends with an Error event) makes the view stale at once, not after
+// client-go's backoff and the list that follows it.
+func TestRoutingStateKnowsWhenAWatchOfTheViewBreaks(t *testing.T) {
+	s := newRoutingState()
+	fake := watch.NewFakeWithChanSize(2, false) // sends never wait for the reader
+	lw := s.trackSource(&cache.ListWatch{
+		ListFunc:  func(metav1.ListOptions) (runtime.Object, error) { return &v1alpha1.APIServerPeerList{}, nil },
+		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return fake, nil },
+	})
+	w, err := lw.Watch(metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	fake.Add(&v1alpha1.APIServerPeer{})
+	if e := <-w.ResultChan(); e.Type != watch.Added || s.stale() {
+		t.Fatalf("after an event: %s, stale=%v", e.Type, s.stale())
+	}
+	fake.Error(&metav1.Status{Status: metav1.StatusFailure, Message: "unable to decode an event from the watch stream: stream error"})
+	if e := <-w.ResultChan(); e.Type != watch.Error {
+		t.Fatalf("got %s, want the Error event passed on", e.Type)
+	}
+	if !s.stale() {
+		t.Fatal("a watch that ended with an error left the view fresh")
+	}
+	if _, err := lw.List(metav1.ListOptions{}); err != nil || s.stale() {
+		t.Fatalf("after a list that worked: err=%v stale=%v, want fresh", err, s.stale())
+	}
+}
