@@ -86,7 +86,7 @@ func (e *Engine) recordRegistrations(byID map[string]*idLeases) {
 		if reg == nil {
 			continue
 		}
-		r := &routing.Record{ID: id, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, DepartedAt: reg.DepartedAt}
+		r := &routing.Record{ID: id, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, Departed: reg.Departed(), DepartedAt: reg.DepartedAt}
 		if reg.Served != nil {
 			prev, ok := e.servedSets[id]
 			if !ok || len(prev.list) != len(reg.Served) || (len(reg.Served) > 0 && &prev.list[0] != &reg.Served[0]) {

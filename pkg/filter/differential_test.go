@@ -66,7 +66,7 @@ func TestFilterAgreesWithRouteReview(t *testing.T) {
 		e.f.state.current.Store(routing.NewTable(state.tables, state.peers))
 		e.f.state.isSynced.Store(state.synced)
 		e.f.state.sourceDown.Store(state.stale)
-		e.f.syncDeadline.Store(state.graceUntil.UnixNano())
+		e.f.syncDeadline.Store(timePtr(state.graceUntil))
 		e.f.leases.current.Store(&state.records)
 		e.setLocal(state.local...)
 		verb, path := genRequest(rng, gvrs)
@@ -174,7 +174,7 @@ func genState(rng *rand.Rand, now time.Time, ids []string, endpoints map[string]
 		case 1:
 			r.Expires = now.Add(-20 * time.Second)
 		case 2:
-			r.DepartedAt = renewed
+			r.Departed, r.DepartedAt = true, renewed
 		}
 		s.records[id] = r
 		s.desc = append(s.desc, fmt.Sprintf("%s lease renewed %v ago live=%v records %v", id, now.Sub(renewed).Round(time.Second), r.Live(now), served))

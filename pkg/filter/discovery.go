@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -114,12 +113,12 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 // served as stock kube-apiserver serves it.
 func (f *Filter) starting() bool {
 	deadline := f.syncDeadline.Load()
-	if !f.started.Load() || deadline == 0 {
+	if !f.started.Load() || deadline == nil {
 		return true
 	}
 	now := f.clock.Now()
-	hookRan := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
-	return now.Sub(hookRan) < unsyncedReadyAfter && now.UnixNano() < deadline
+	hookRan := deadline.Add(-f.opts.SyncGracePeriod)
+	return now.Sub(hookRan) < unsyncedReadyAfter && now.Before(*deadline)
 }
 
 // isDiscoveryPath is true for the paths whose documents the filter merges:

@@ -286,8 +286,8 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 		defer e.f.started.Store(false)
 		// The post-start hook ran unsyncedReadyAfter ago: the server is
 		// ready, as stock when no peerdiscovery-apiserver is reachable.
-		e.f.syncDeadline.Store(time.Now().Add(e.f.opts.SyncGracePeriod - unsyncedReadyAfter - time.Second).UnixNano())
-		defer e.f.syncDeadline.Store(0)
+		e.f.syncDeadline.Store(timePtr(time.Now().Add(e.f.opts.SyncGracePeriod - unsyncedReadyAfter - time.Second)))
+		defer e.f.syncDeadline.Store(nil)
 		if r := e.getDiscovery(t, "/apis", discovery.AcceptV2, ""); !r.local {
 			t.Fatal("served by the filter while not synced")
 		}
@@ -304,7 +304,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 			e.f.started.Store(started)
 			if started {
 				// The post-start hook ran a moment ago.
-				e.f.syncDeadline.Store(time.Now().Add(e.f.opts.SyncGracePeriod - time.Second).UnixNano())
+				e.f.syncDeadline.Store(timePtr(time.Now().Add(e.f.opts.SyncGracePeriod - time.Second)))
 			}
 			for _, c := range []struct{ path, accept string }{
 				{"/apis", discovery.AcceptV2},
@@ -332,7 +332,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 			}
 		}
 		e.f.started.Store(false)
-		e.f.syncDeadline.Store(0)
+		e.f.syncDeadline.Store(nil)
 	})
 	t.Run("no merged document yet: passed to the chain", func(t *testing.T) {
 		e.f.state.merged.Store(nil)

@@ -88,7 +88,7 @@ type Filter struct {
 	answers       answers
 	longRunning   apirequest.LongRunningRequestCheck
 	// clock is the real clock; tests set a fake one.
-	clock clock.PassiveClock
+	clock clock.WithTickerAndDelayedExecution
 
 	proxy     *proxier
 	local     *localDiscovery
@@ -104,15 +104,15 @@ type Filter struct {
 	snaps snapshots
 
 	started atomic.Bool
-	// syncDeadline is when the post-start hook ran plus SyncGracePeriod
-	// (Unix nanoseconds; 0 before the hook).
-	syncDeadline atomic.Int64
+	// syncDeadline is when the post-start hook ran plus SyncGracePeriod;
+	// nil until the hook ran.
+	syncDeadline atomic.Pointer[time.Time]
 	// registrar keeps the registration Lease; set by the post-start hook.
 	registrar atomic.Pointer[registrar]
 	// routableLatched is set once ReadyzCheck passed; routableSince is
-	// when it first found peers able to route here (Unix ns, 0: not now).
+	// when it first found peers able to route here (nil: they cannot now).
 	routableLatched atomic.Bool
-	routableSince   atomic.Int64
+	routableSince   atomic.Pointer[time.Time]
 }
 
 // New validates the options and builds a filter. A filter whose options
@@ -195,7 +195,7 @@ func (f *Filter) peerStopped(id string) {
 	case leaseDeparted:
 		return
 	case leaseLive:
-		time.AfterFunc(departureNoticeGrace, func() {
+		f.clock.AfterFunc(departureNoticeGrace, func() {
 			if f.leases.state(id) != leaseDeparted && !f.state.peerReady(id) {
 				f.proxy.inflight.stop(id)
 			}
@@ -243,7 +243,8 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 		return nil
 	}
 	logger := klog.FromContext(hookCtx)
-	f.syncDeadline.Store(f.clock.Now().Add(f.opts.SyncGracePeriod).UnixNano())
+	deadline := f.clock.Now().Add(f.opts.SyncGracePeriod)
+	f.syncDeadline.Store(&deadline)
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
 	f.proxy.run(ctx)

@@ -84,8 +84,8 @@ func TestHandlerDecisions(t *testing.T) {
 			e.f.state.isSynced.Store(!tc.unsynced)
 			defer e.f.state.isSynced.Store(true)
 			if tc.inGrace {
-				e.f.syncDeadline.Store(time.Now().Add(time.Hour).UnixNano())
-				defer e.f.syncDeadline.Store(0)
+				e.f.syncDeadline.Store(timePtr(time.Now().Add(time.Hour)))
+				defer e.f.syncDeadline.Store(nil)
 			}
 			// The client's GVR is known to no routing state yet: counted
 			// under one label, never under its own.

@@ -407,3 +407,5 @@ func writeInitialEvents(w http.ResponseWriter, r *http.Request, apiVersion, kind
 	}
 	w.(http.Flusher).Flush()
 }
+
+func timePtr(t time.Time) *time.Time { return &t }

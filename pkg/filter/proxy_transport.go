@@ -64,7 +64,7 @@ type proxier struct {
 	// answers writes the filter's own Status answers; clock times the
 	// proxied requests. Both are set once, by WrapHandler and New.
 	answers answers
-	clock   clock.PassiveClock
+	clock   clock.WithTickerAndDelayedExecution
 
 	// inflight lets the view end the requests in flight to a peer that
 	// stopped answering; stillCandidate tells whether a candidate may
@@ -147,7 +147,7 @@ func (p *proxier) rebuildTransport() error {
 	if old := p.transports.Swap(t); old != nil {
 		// Idle connections verified against the old CA are dropped; busy
 		// ones finish their request.
-		time.AfterFunc(time.Minute, func() {
+		p.clock.AfterFunc(time.Minute, func() {
 			old.short.CloseIdleConnections()
 			old.long.CloseIdleConnections()
 		})

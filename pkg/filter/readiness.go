@@ -53,7 +53,7 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 		now := f.clock.Now()
 		routable, err := f.routableByPeers(now)
 		if err != nil {
-			f.routableSince.Store(0)
+			f.routableSince.Store(nil)
 			return err
 		}
 		if !routable { // nothing to wait for (disabled, bounded, no peerdiscovery)
@@ -61,11 +61,11 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 			return nil
 		}
 		since := f.routableSince.Load()
-		if since == 0 {
-			f.routableSince.Store(now.UnixNano())
-			since = now.UnixNano()
+		if since == nil {
+			since = &now
+			f.routableSince.Store(since)
 		}
-		if wait := routableSettle - now.Sub(time.Unix(0, since)); wait > 0 && !f.pastReadinessBound(now) {
+		if wait := routableSettle - now.Sub(*since); wait > 0 && !f.pastReadinessBound(now) {
 			return fmt.Errorf("peers route to this server; letting their watches catch up for %s", wait.Round(100*time.Millisecond))
 		}
 		f.routableLatched.Store(true)
@@ -76,7 +76,7 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 // pastReadinessBound: SyncGracePeriod since the post-start hook has passed.
 func (f *Filter) pastReadinessBound(now time.Time) bool {
 	deadline := f.syncDeadline.Load()
-	return deadline != 0 && now.UnixNano() >= deadline
+	return deadline != nil && !now.Before(*deadline)
 }
 
 // routableByPeers is true when peerdiscovery lists this server ready with
@@ -87,12 +87,12 @@ func (f *Filter) routableByPeers(now time.Time) (bool, error) {
 	switch {
 	case !f.opts.Enabled():
 		return false, nil
-	case deadline == 0:
+	case deadline == nil:
 		return false, fmt.Errorf("the peerdiscovery filter has not started yet")
 	case f.pastReadinessBound(now):
 		return false, nil // bounded: serve as stock kube-apiserver would
 	case !f.state.synced() || !f.local.synced():
-		started := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
+		started := deadline.Add(-f.opts.SyncGracePeriod)
 		if now.Sub(started) >= unsyncedReadyAfter {
 			return false, nil
 		}

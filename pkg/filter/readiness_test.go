@@ -55,7 +55,7 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	expect(f.ReadyzCheck().Check(nil), "has not started")
 
 	start := time.Now()
-	f.syncDeadline.Store(start.Add(time.Minute).UnixNano())
+	f.syncDeadline.Store(timePtr(start.Add(time.Minute)))
 	routable(start.Add(time.Second), false, "not synced yet")
 	routable(start.Add(unsyncedReadyAfter), false, "") // nothing syncs: no hold past it
 
@@ -91,7 +91,7 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	routable(now, true, "")
 	// Routable: the other servers' watches get a moment to catch up.
 	expect(f.ReadyzCheck().Check(nil), "letting their watches catch up")
-	f.routableSince.Store(time.Now().Add(-routableSettle).UnixNano())
+	f.routableSince.Store(timePtr(time.Now().Add(-routableSettle)))
 	expect(f.ReadyzCheck().Check(nil), "")
 	// Latched: a later discovery change does not take the server out.
 	f.local.doc.Store(&localDoc{apisETag: `"with-a-new-crd"`})

@@ -36,6 +36,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
@@ -86,7 +87,7 @@ func newTestRegistrar(cs *fake.Clientset, served func(context.Context) string) *
 		leases:   cs.CoordinationV1().Leases(peerlease.Namespace),
 		serverID: regID, endpoint: regEndpoint, version: "v1.37.2", served: served,
 		retention: DefaultRegistrationLeaseRetention, maxRetention: DefaultRegistrationLeaseMaxRetention, gcInterval: time.Hour,
-		now: func() time.Time { return regNow },
+		clock: clocktesting.NewFakeClock(regNow),
 	}
 }
 

@@ -40,12 +40,13 @@ type snapshotEntry struct {
 // snapshotParts identify the views' state: each part is an immutable value
 // or the pointer to one.
 type snapshotParts struct {
-	self     string
-	table    *routing.Table // nil while not synced
-	stale    bool
-	records  *routing.Records
-	local    *localDoc
-	deadline int64
+	self    string
+	table   *routing.Table // nil while not synced
+	stale   bool
+	records *routing.Records
+	local   *localDoc
+	// deadline is the sync grace's end; nil before the post-start hook.
+	deadline *time.Time
 }
 
 // snapshot returns the snapshot of the views' current state; read only.
@@ -61,8 +62,8 @@ func (f *Filter) snapshot() *routing.Snapshot {
 	if p.local != nil {
 		e.snap.Local = p.local
 	}
-	if p.deadline != 0 {
-		e.snap.SyncGraceUntil = time.Unix(0, p.deadline)
+	if p.deadline != nil {
+		e.snap.SyncGraceUntil = *p.deadline
 	}
 	// Two requests may build it at once: both builds are equal.
 	f.snaps.current.Store(e)

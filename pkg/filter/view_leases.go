@@ -136,7 +136,7 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 			logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
 			return
 		}
-		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, DepartedAt: reg.DepartedAt}
+		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, Departed: reg.Departed(), DepartedAt: reg.DepartedAt}
 		switch {
 		case reuse:
 			r.Served = prev.Served
@@ -172,7 +172,7 @@ func (l *leaseRecords) state(id string) leaseState {
 	switch {
 	case !ok:
 		return leaseUnknown
-	case !r.DepartedAt.IsZero():
+	case r.Departed:
 		return leaseDeparted
 	case r.Live(l.now()):
 		return leaseLive

@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
@@ -64,6 +65,8 @@ type localDiscovery struct {
 	metadataChanges atomic.Uint64
 	// record caches the served record of one document.
 	record atomic.Pointer[servedRecord]
+	// clock times the reads; tests set a fake one.
+	clock clock.WithTickerAndDelayedExecution
 }
 
 // metadataCache is the part of an informer the served record reads.
@@ -89,7 +92,7 @@ type servedRecord struct {
 const autoManagedLabel = "kube-aggregator.kubernetes.io/automanaged"
 
 func newLocalDiscovery() *localDiscovery {
-	return &localDiscovery{refresh: make(chan struct{}, 1)}
+	return &localDiscovery{refresh: make(chan struct{}, 1), clock: clock.RealClock{}}
 }
 
 // Serves tells whether this server serves gvr, as last read; it does not
@@ -301,7 +304,7 @@ var localEventRereads = []time.Duration{localRereadDelay, 4 * time.Second}
 
 func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base string, interval time.Duration) {
 	logger := klog.FromContext(ctx)
-	t := time.NewTicker(interval)
+	t := l.clock.NewTicker(interval)
 	defer t.Stop()
 	// A change event owes a read at once and localEventRereads after it.
 	// Event-driven reads are at least localRereadDelay apart: during a
@@ -311,7 +314,7 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 	// is read within two delays.
 	var (
 		owed     int
-		next     = time.NewTimer(time.Hour)
+		next     = l.clock.NewTimer(time.Hour)
 		nextC    <-chan time.Time
 		lastRead time.Time
 	)
@@ -319,21 +322,21 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 	defer next.Stop()
 	arm := func(d time.Duration) {
 		next.Reset(d)
-		nextC = next.C
+		nextC = next.C()
 	}
 	for {
 		tick := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			tick = true // a pending re-read stays as it is
 		case <-nextC:
 			nextC = nil
 			owed--
 		case <-l.refresh:
 			owed = 1 + len(localEventRereads)
-			if wait := localRereadDelay - time.Since(lastRead); wait > 0 {
+			if wait := localRereadDelay - l.clock.Since(lastRead); wait > 0 {
 				// Also when a later re-read was due: this event's first
 				// read comes first.
 				arm(wait)
@@ -341,7 +344,7 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 			}
 			owed--
 		}
-		lastRead = time.Now()
+		lastRead = l.clock.Now()
 		if err := l.read(ctx, client, base); err != nil && ctx.Err() == nil {
 			logReadError(logger, "peerdiscovery filter: reading local discovery failed; the last good document stays; will retry", err)
 		}

@@ -49,7 +49,7 @@ type routingState struct {
 	sourceDown atomic.Bool
 	generation atomic.Uint64
 	dirty      chan struct{}
-	clock      clock.PassiveClock
+	clock      clock.WithTickerAndDelayedExecution
 	// onPeerStopped, when set, is called for each peer that was ready and
 	// no longer is (or is gone), after the table that says so is in use.
 	onPeerStopped func(id string)
@@ -247,7 +247,7 @@ func (s *routingState) rebuildLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(rebuildDelay):
+		case <-s.clock.After(rebuildDelay):
 		}
 		s.rebuild(ctx)
 	}
@@ -294,7 +294,7 @@ func (s *routingState) rebuild(ctx context.Context) {
 // the server then serves everything locally.
 func (s *routingState) reportSync(ctx context.Context) {
 	cacheSynced.Set(0)
-	t := time.NewTicker(time.Second)
+	t := s.clock.NewTicker(time.Second)
 	defer t.Stop()
 	warned := false
 	start := s.clock.Now()
@@ -302,7 +302,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 			// An empty list syncs without events: rebuild once.
