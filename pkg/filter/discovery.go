@@ -21,12 +21,12 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
@@ -50,7 +50,7 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 			// CRDs; a client acting on it gets no error (the namespace
 			// controller finalizes a namespace once every resource it
 			// listed is empty). 503 until synced, as for resources.
-			discoveryServed(discoveryEndpoint(r), sourceUnavailable)
+			metrics.DiscoveryServed(discoveryEndpoint(r), metrics.SourceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
 			f.answers.retryLater(w, r, discoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
 			return true
@@ -59,18 +59,18 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		// a group or group-version this server does not serve and a live
 		// peer's Lease records is no 404, as for its resources.
 		if p, ok := parseDiscoveryPath(path); ok && f.local.synced() {
-			endpoint, res := endpointResourceList, routing.GroupVersionResult{}
+			endpoint, res := metrics.EndpointResourceList, routing.GroupVersionResult{}
 			if p.version == "" {
-				endpoint, res = endpointGroup, routing.DecideGroup(f.snapshot(), p.group, f.clock.Now())
+				endpoint, res = metrics.EndpointGroup, routing.DecideGroup(f.snapshot(), p.group, f.clock.Now())
 			} else {
 				res = routing.DecideGroupVersion(f.snapshot(), p.groupVersion(), f.clock.Now())
 			}
 			if res.Decision == v1alpha1.RouteUnavailable {
-				discoveryServed(endpoint, sourceUnavailable)
+				metrics.DiscoveryServed(endpoint, metrics.SourceUnavailable)
 				f.groupVersionUnavailable(w, r, res)
 				return true
 			}
-			discoveryServed(endpoint, sourceLocal)
+			metrics.DiscoveryServed(endpoint, metrics.SourceLocal)
 		}
 		return false
 	}
@@ -79,10 +79,10 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		return f.discovery.serveRoot(w, r, f.serverID)
 	case path == openAPIRoot:
 		if f.serveOpenAPIRoot(w, r, next) {
-			discoveryServed(endpointOpenAPI, sourceMerged)
+			metrics.DiscoveryServed(metrics.EndpointOpenAPI, metrics.SourceMerged)
 			return true
 		}
-		discoveryServed(endpointOpenAPI, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointOpenAPI, metrics.SourceLocal)
 		return false
 	case strings.HasPrefix(path, openAPIPrefix):
 		gv, ok := parseOpenAPIPath(path)
@@ -92,7 +92,7 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		if f.serveOpenAPIGroupVersion(w, r, gv) {
 			return true
 		}
-		discoveryServed(endpointOpenAPIGroupVersion, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourceLocal)
 		return false
 	}
 	p, ok := parseDiscoveryPath(path)
@@ -136,20 +136,21 @@ func discoveryEndpoint(r *http.Request) string {
 	switch path := r.URL.Path; {
 	case path == "/api" || path == "/apis":
 		if strings.Contains(r.Header.Get("Accept"), apidiscoveryv2.SchemeGroupVersion.Group) {
-			return endpointAggregated
+			return metrics.EndpointAggregated
 		}
-		return endpointGroupList
+		return metrics.EndpointGroupList
 	case strings.Count(path, "/") == 2 && strings.HasPrefix(path, "/apis/"):
-		return endpointGroup
+		return metrics.EndpointGroup
 	default:
-		return endpointResourceList
+		return metrics.EndpointResourceList
 	}
 }
 
 // discoverySubject names a discovery document in a 503's Status.
+// Its 503 is never counted as a proxy error: it has no metric labels.
 var discoverySubject = subject{
-	labels: schema.GroupVersionResource{Version: "v1"},
-	name:   "discovery",
+	statusVersion: documentVersion,
+	name:          "discovery",
 }
 
 // peerDiscovery serves the peer-aggregated discovery documents: /apis and
@@ -200,7 +201,7 @@ func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self s
 		if !ok {
 			return false
 		}
-		discoveryServed(endpointAggregated, sourceMerged)
+		metrics.DiscoveryServed(metrics.EndpointAggregated, metrics.SourceMerged)
 		aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, codecs, w, r)
 		return true
 	}
@@ -216,7 +217,7 @@ func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self s
 	if v == nil {
 		return false
 	}
-	discoveryServed(endpointGroupList, sourceMerged)
+	metrics.DiscoveryServed(metrics.EndpointGroupList, metrics.SourceMerged)
 	serveLegacyObject(w, r, servedObject{obj: v.groups, etag: v.etag("", v.groups)})
 	return true
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -205,10 +206,10 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 	g, local := v.group(name)
 	switch {
 	case g != nil && local:
-		discoveryServed(endpointGroup, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceLocal)
 		return false
 	case g != nil:
-		discoveryServed(endpointGroup, sourceMerged)
+		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceMerged)
 		serveLegacyObject(w, r, servedObject{obj: g, etag: v.etag(groupKey(name), g)})
 		return true
 	}
@@ -217,10 +218,10 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 	// peer's registration Lease records it and no view lists it yet.
 	res := routing.DecideGroup(f.snapshot(), name, f.clock.Now())
 	if res.Decision != v1alpha1.RouteUnavailable {
-		discoveryServed(endpointGroup, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceLocal)
 		return false
 	}
-	discoveryServed(endpointGroup, sourceUnavailable)
+	metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceUnavailable)
 	f.groupVersionUnavailable(w, r, res)
 	return true
 }
@@ -233,7 +234,7 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
-		discoveryServed(endpointResourceList, sourceUnavailable)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceUnavailable)
 		f.groupVersionUnavailable(w, r, res)
 		return true
 	case v1alpha1.RouteProxy:
@@ -241,20 +242,20 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 		// NotFound: not in the routes the filter keeps, which leave out
 		// cluster-wide ones (CRDs, aggregated APIs): the chain serves
 		// those.
-		discoveryServed(endpointResourceList, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceLocal)
 		return false
 	}
 	if !res.Split {
-		discoveryServed(endpointResourceList, sourcePeer)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourcePeer)
 		f.proxy.serve(w, r, target{candidates: res.Candidates, about: groupVersionSubject(gv)})
 		return true
 	}
 	v := f.discovery.legacyView(f.serverID)
 	if v == nil || v.lists[gv] == nil {
-		discoveryServed(endpointResourceList, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceLocal)
 		return false
 	}
-	discoveryServed(endpointResourceList, sourceMerged)
+	metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceMerged)
 	l := v.lists[gv]
 	serveLegacyObject(w, r, servedObject{obj: l, etag: v.etag(gv, l)})
 	return true

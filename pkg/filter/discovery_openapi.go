@@ -29,6 +29,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -210,7 +211,7 @@ func (c *peerOpenAPIRoots) put(id string, r cachedRoot) {
 func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
 	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
 	if res.Decision == v1alpha1.RouteUnavailable {
-		discoveryServed(endpointOpenAPIGroupVersion, sourceUnavailable)
+		metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourceUnavailable)
 		f.groupVersionUnavailable(w, r, res)
 		return true
 	}
@@ -218,7 +219,7 @@ func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request
 	if !ok {
 		return false
 	}
-	discoveryServed(endpointOpenAPIGroupVersion, sourcePeer)
+	metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourcePeer)
 	// The chosen peer first, then the others serving all of it: a hash
 	// that is not theirs gets their redirect to their own.
 	cands := append([]routing.Peer{peer}, res.Candidates[1:]...)

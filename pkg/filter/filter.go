@@ -71,6 +71,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -147,22 +148,26 @@ func New(opts Options) (*Filter, error) {
 	if opts.RegistrationLeaseGCInterval == 0 {
 		opts.RegistrationLeaseGCInterval = DefaultRegistrationLeaseGCInterval
 	}
-	registerMetrics()
+	if opts.PeerHTTP2 == nil {
+		h2 := DefaultPeerHTTP2
+		opts.PeerHTTP2 = &h2
+	}
+	metrics.Register()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery(), clock: clock.RealClock{}}
 	f.leases = newLeaseRecords(func() time.Time { return f.clock.Now() })
 	if !opts.Enabled() {
-		filterEnabled.Set(0)
+		metrics.SetEnabled(false)
 		// No context reaches New: the process's logger.
 		klog.Background().Info("peerdiscovery filter disabled: --peer-ca-file is not set; requests for resources this kube-apiserver does not serve get its own answer (404)")
 		return f, nil
 	}
-	filterEnabled.Set(1)
+	metrics.SetEnabled(true)
 	ep, err := opts.endpoint()
 	if err != nil {
 		return nil, err
 	}
 	f.endpoint = ep
-	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
+	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout, *opts.PeerHTTP2); err != nil {
 		return nil, err
 	}
 	f.proxy.stillCandidate = func(p routing.Peer, gvr schema.GroupVersionResource) bool {
@@ -326,8 +331,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if res.Unsynced() {
 			// The GVR comes from the client and is known to no routing
 			// state yet: it must not become a metric label.
-			proxyError(r.Context(), "unsynced", unknownGVR)
-			peerRoutedAnswer(http.StatusServiceUnavailable)
+			metrics.ProxyError(r.Context(), metrics.ErrorUnsynced, metrics.UnknownLabels)
+			metrics.RoutedAnswer(http.StatusServiceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
 			f.answers.retryLater(w, r, resourceSubject(req.GVR), res.Reason())
 			return
@@ -354,8 +359,8 @@ func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request,
 	}
 	// The client chose what it asked for: not a metric label (as for
 	// unsynced).
-	proxyError(r.Context(), "unrouted", unknownGVR)
-	peerRoutedAnswer(http.StatusServiceUnavailable)
+	metrics.ProxyError(r.Context(), metrics.ErrorUnrouted, metrics.UnknownLabels)
+	metrics.RoutedAnswer(http.StatusServiceUnavailable)
 	audit.AddAuditAnnotation(r.Context(), AuditDecision, "unrouted")
 	f.answers.retryLater(w, r, s, res.Reason())
 }

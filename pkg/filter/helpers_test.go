@@ -123,6 +123,12 @@ type envOption func(*envConfig)
 type envConfig struct {
 	frontHTTP2    bool
 	headerTimeout time.Duration
+	http2         *PeerHTTP2
+}
+
+// peerHTTP2 sets Options.PeerHTTP2.
+func peerHTTP2(h PeerHTTP2) envOption {
+	return func(c *envConfig) { c.http2 = &h }
 }
 
 // peerHeaderTimeout sets Options.PeerResponseHeaderTimeout.
@@ -150,6 +156,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		PeerAdvertisePort:   "6443",
 
 		PeerResponseHeaderTimeout: cfg.headerTimeout,
+		PeerHTTP2:                 cfg.http2,
 	})
 	if err != nil {
 		t.Fatal(err)

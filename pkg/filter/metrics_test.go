@@ -27,6 +27,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 )
 
 // TestPeerRoutedRequestsCounted: every request routed to peers counts once,
@@ -85,7 +86,7 @@ func TestPeerRoutedRequestsCounted(t *testing.T) {
 // TestInformerInputStamped: a list and every watch event, bookmarks
 // included, stamp the informer's last input time.
 func TestInformerInputStamped(t *testing.T) {
-	registerMetrics()
+	metrics.Register()
 	const resource = "test-input-stamps"
 	gauge := func() float64 {
 		t.Helper()

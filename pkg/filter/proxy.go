@@ -39,6 +39,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -138,24 +139,24 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		if tw.err == nil {
 			audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
-			proxied(ctx, t.about.labels, tw.status(), p.clock.Since(start))
+			metrics.Proxied(ctx, t.about.labels, tw.status(), p.clock.Since(start))
 			return
 		}
 		if ctx.Err() != nil {
 			// The client left or the request deadline passed: the outer
 			// filters answer; nothing to retry.
 			ownAnswer(w, chainCacheControl)
-			proxyError(ctx, "canceled", t.about.labels)
+			metrics.ProxyError(ctx, metrics.ErrorCanceled, t.about.labels)
 			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.about.name, "err", tw.err)
 			return
 		}
 		if !reached && !body.used() && !tw.wrote {
-			proxyError(ctx, "connect", t.about.labels)
+			metrics.ProxyError(ctx, metrics.ErrorConnect, t.about.labels)
 			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.about.name, "err", tw.err)
 			tried = append(tried, peer.ID)
 			continue
 		}
-		proxyError(ctx, "proxy", t.about.labels)
+		metrics.ProxyError(ctx, metrics.ErrorProxy, t.about.labels)
 		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.about.name, "method", r.Method)
 		if !upgrade && safeRead(r) && !tw.wrote {
 			tried = append(tried, peer.ID)
@@ -165,7 +166,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		annotateFailedOver(ctx, tried)
 		if tw.wrote {
 			// The response had started: nothing more can be said.
-			peerRoutedAnswer(tw.status())
+			metrics.RoutedAnswer(tw.status())
 			return
 		}
 		ownAnswer(w, chainCacheControl)

@@ -33,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
@@ -41,7 +42,7 @@ import (
 // no longer is (or is gone) is stopped once, after the table that says so
 // is in use; a peer that never was ready is not.
 func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
-	registerMetrics() // the state reports its sync through them
+	metrics.Register() // the state reports its sync through them
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	lws := map[string]*fakeLW{
@@ -358,13 +359,10 @@ func (r *silentRelay) endpoint() string { return r.ln.Addr().String() }
 // TestPeerConnectionHealthCheck: a peer that goes silent while a write is
 // in flight (frozen, cut off) fails its connection's HTTP/2 health check,
 // and the write gets 504 (it was sent; never resent), not the response
-// header timeout. The check's timing comes from the same environment
-// variables as every Kubernetes client's (1 s + 1 s here for speed; the
-// peers' defaults are 5 s + 3 s).
+// header timeout. The check's timing is Options.PeerHTTP2 (1 s + 1 s here
+// for speed; the peers' defaults are 5 s + 3 s).
 func TestPeerConnectionHealthCheck(t *testing.T) {
-	t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "1")
-	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "1")
-	e := newEnv(t, peerHeaderTimeout(10*time.Minute))
+	e := newEnv(t, peerHeaderTimeout(10*time.Minute), peerHTTP2(PeerHTTP2{ReadIdleTimeout: time.Second, PingTimeout: time.Second}))
 	received := make(chan string, 4)
 	peer := hangingPeer(e, received)
 	relay := newSilentRelay(t, peer.endpoint())
@@ -393,15 +391,15 @@ func TestPeerConnectionHealthCheck(t *testing.T) {
 }
 
 func TestPeerHealthCheckDefaults(t *testing.T) {
-	if got := envSeconds("PEERDISCOVERY_TEST_UNSET_VARIABLE", peerReadIdleTimeout); got != 5*time.Second {
+	if got := envSeconds("PEERDISCOVERY_TEST_UNSET_VARIABLE", DefaultPeerHTTP2.ReadIdleTimeout); got != 5*time.Second {
 		t.Errorf("read idle default %v", got)
 	}
 	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "not-a-number")
-	if got := envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout); got != 3*time.Second {
+	if got := PeerHTTP2FromEnvironment().PingTimeout; got != 3*time.Second {
 		t.Errorf("ping default on a bad value %v", got)
 	}
 	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "7")
-	if got := envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout); got != 7*time.Second {
+	if got := PeerHTTP2FromEnvironment().PingTimeout; got != 7*time.Second {
 		t.Errorf("ping from the environment %v", got)
 	}
 }

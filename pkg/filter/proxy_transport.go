@@ -21,8 +21,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -50,6 +48,7 @@ type proxier struct {
 	// headerTimeout bounds the wait for a peer's response headers on
 	// requests that are not long-running.
 	headerTimeout time.Duration
+	http2         PeerHTTP2
 
 	mu       sync.Mutex
 	keyPair  *tls.Certificate
@@ -101,7 +100,7 @@ func (t *peerTransports) pick(longRunning bool) *http.Transport {
 	return t.short
 }
 
-func newProxier(caFile, certFile, keyFile, serverName string, headerTimeout time.Duration) (*proxier, error) {
+func newProxier(caFile, certFile, keyFile, serverName string, headerTimeout time.Duration, h2 PeerHTTP2) (*proxier, error) {
 	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("peer-ca", caFile)
 	if err != nil {
 		return nil, fmt.Errorf("--peer-ca-file: %w", err)
@@ -110,7 +109,7 @@ func newProxier(caFile, certFile, keyFile, serverName string, headerTimeout time
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err)
 	}
-	p := &proxier{ca: ca, clientCert: cert, serverName: serverName, headerTimeout: headerTimeout, clock: clock.RealClock{}}
+	p := &proxier{ca: ca, clientCert: cert, serverName: serverName, headerTimeout: headerTimeout, http2: h2, clock: clock.RealClock{}}
 	if err := p.rebuildTransport(); err != nil {
 		return nil, err
 	}
@@ -154,18 +153,6 @@ func (p *proxier) rebuildTransport() error {
 	}
 	return nil
 }
-
-// Defaults of the HTTP/2 health check of connections to peers. A frozen or
-// cut-off peer fails the requests on its connection within their sum (8 s)
-// after the last frame it sent, so no request waits on it much longer than
-// the view takes to notice (goal: 10 s), where client-go's defaults (30 s +
-// 15 s) would hold them 45 s. A ping every 5 s on an idle connection costs
-// nothing measurable; kube-apiserver answers pings from its connection's
-// read loop, within milliseconds even when busy.
-const (
-	peerReadIdleTimeout = 5 * time.Second
-	peerPingTimeout     = 3 * time.Second
-)
 
 // peerDialTimeout bounds the making of a connection to a peer (TCP, or
 // the egress selector's dial), so that a candidate that cannot be reached
@@ -254,9 +241,7 @@ func dialWithin(ctx context.Context, timeout time.Duration, dial utilnet.DialFun
 // newTransport is one pool of connections to peers, with apimachinery's
 // defaults (SetOldTransportDefaults) and HTTP/2 with a connection health
 // check configured as SetTransportDefaults does, but shorter (see
-// peerReadIdleTimeout). HTTP2_READ_IDLE_TIMEOUT_SECONDS,
-// HTTP2_PING_TIMEOUT_SECONDS and DISABLE_HTTP2 are honoured as by every
-// Kubernetes client. Connections are made by dialPeer.
+// Options.PeerHTTP2). Connections are made by dialPeer.
 func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration) *http.Transport {
 	t := utilnet.SetOldTransportDefaults(&http.Transport{
 		DialContext: p.dialPeer,
@@ -286,7 +271,7 @@ func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration)
 	// (SetOldTransportDefaults adds one); only through the egress
 	// selector (dialPeer).
 	t.Proxy = nil
-	if os.Getenv("DISABLE_HTTP2") != "" {
+	if p.http2.Disabled {
 		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
 		return t
 	}
@@ -296,19 +281,9 @@ func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration)
 		klog.Background().Error(err, "peerdiscovery filter: configuring HTTP/2 to peers failed; using HTTP/1.1")
 		return t
 	}
-	t2.ReadIdleTimeout = envSeconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", peerReadIdleTimeout)
-	t2.PingTimeout = envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout)
+	t2.ReadIdleTimeout = p.http2.ReadIdleTimeout
+	t2.PingTimeout = p.http2.PingTimeout
 	return t
-}
-
-// envSeconds reads a number of seconds from the environment, def when it
-// is unset or not a number (0 turns the health check off, as in
-// apimachinery).
-func envSeconds(name string, def time.Duration) time.Duration {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
-		return time.Duration(v) * time.Second
-	}
-	return def
 }
 
 func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {

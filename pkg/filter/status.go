@@ -27,6 +27,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 )
 
 // subject is what a request the filter proxies, or answers itself, is
@@ -36,28 +38,36 @@ import (
 // values), never from a client.
 type subject struct {
 	// labels are the metrics' group, version and resource.
-	labels schema.GroupVersionResource
+	labels metrics.Labels
 	// details are the Status details' group and kind.
 	details schema.GroupResource
+	// statusVersion is the group-version a Status answer is encoded for.
+	statusVersion schema.GroupVersion
 	// name names it in messages.
 	name string
 }
 
 // resourceSubject is a resource request's subject.
 func resourceSubject(gvr schema.GroupVersionResource) subject {
-	return subject{labels: gvr, details: gvr.GroupResource(), name: gvr.GroupResource().String()}
+	return subject{labels: metrics.ResourceLabels(gvr), details: gvr.GroupResource(), statusVersion: gvr.GroupVersion(), name: gvr.GroupResource().String()}
 }
 
 // groupVersionSubject is the subject of a group-version's discovery or
 // OpenAPI document (no resource).
 func groupVersionSubject(gv schema.GroupVersion) subject {
-	return subject{labels: gv.WithResource(""), details: schema.GroupResource{Group: gv.Group}, name: gv.String()}
+	return subject{labels: metrics.GroupVersionLabels(gv), details: schema.GroupResource{Group: gv.Group}, statusVersion: gv, name: gv.String()}
 }
+
+// documentVersion encodes the Status answers about documents that belong
+// to no group-version (discovery's root, OpenAPI's root): core v1, where
+// metav1.Status is.
+var documentVersion = schema.GroupVersion{Version: "v1"}
 
 // openAPIRootSubject is the subject of /openapi/v3, read from a peer.
 var openAPIRootSubject = subject{
-	labels: schema.GroupVersionResource{Group: "openapi", Version: "v3"},
-	name:   "the OpenAPI v3 root document",
+	labels:        metrics.OpenAPIRootLabels,
+	statusVersion: documentVersion,
+	name:          "the OpenAPI v3 root document",
 }
 
 // answers writes the Status answers the filter gives itself. It is
@@ -85,8 +95,8 @@ func (a answers) noneReady(w http.ResponseWriter, r *http.Request, s subject, wh
 }
 
 func (a answers) peersUnavailable(w http.ResponseWriter, r *http.Request, s subject, why string, retryAfter int) {
-	proxyError(r.Context(), "unavailable", s.labels)
-	peerRoutedAnswer(http.StatusServiceUnavailable)
+	metrics.ProxyError(r.Context(), metrics.ErrorUnavailable, s.labels)
+	metrics.RoutedAnswer(http.StatusServiceUnavailable)
 	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), retryAfter)
 }
 
@@ -107,7 +117,7 @@ func (a answers) serviceUnavailable(w http.ResponseWriter, r *http.Request, s su
 		Details: &metav1.StatusDetails{Group: s.details.Group, Kind: s.details.Resource, RetryAfterSeconds: int32(retryAfter)},
 	}}
 	// ErrorNegotiated sets Retry-After from RetryAfterSeconds (none at 0).
-	responsewriters.ErrorNegotiated(status, a.serializer, s.labels.GroupVersion(), w, r)
+	responsewriters.ErrorNegotiated(status, a.serializer, s.statusVersion, w, r)
 }
 
 // sentButFailed answers a request that was sent to a peer which then failed
@@ -128,7 +138,7 @@ func (a answers) sentButFailed(w http.ResponseWriter, r *http.Request, s subject
 		msg += "; it was not retried because the peer may have carried it out: check before repeating it"
 	}
 	audit.AddAuditAnnotation(r.Context(), AuditError, what)
-	peerRoutedAnswer(code)
+	metrics.RoutedAnswer(code)
 	status := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    int32(code),
@@ -136,7 +146,7 @@ func (a answers) sentButFailed(w http.ResponseWriter, r *http.Request, s subject
 		Message: msg,
 		Details: &metav1.StatusDetails{Group: s.details.Group, Kind: s.details.Resource, RetryAfterSeconds: delay},
 	}}
-	responsewriters.ErrorNegotiated(status, a.serializer, s.labels.GroupVersion(), w, r)
+	responsewriters.ErrorNegotiated(status, a.serializer, s.statusVersion, w, r)
 }
 
 // isTimeout is true for a response header timeout, a dial or TLS timeout,

@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -146,7 +147,7 @@ func countRelists(lw *cache.ListWatch, resource string) *cache.ListWatch {
 	var reads atomic.Int64
 	full := func() {
 		if reads.Add(1) > 1 {
-			informerRelists.WithLabelValues(resource).Inc()
+			metrics.Relisted(resource)
 		}
 	}
 	return hookListWatch(lw, func(error) { full() }, func(o metav1.ListOptions, w watch.Interface) watch.Interface {
@@ -162,7 +163,7 @@ func countRelists(lw *cache.ListWatch, resource string) *cache.ListWatch {
 // (peerdiscovery_filter_informer_last_input_timestamp_seconds). A watch
 // that stalled shows as input that grows old while nothing else does.
 func stampInput(lw *cache.ListWatch, resource string) *cache.ListWatch {
-	stamp := informerInput.WithLabelValues(resource)
+	stamp := metrics.InputStamp(resource)
 	return hookListWatch(lw, func(err error) {
 		if err == nil {
 			stamp.SetToCurrentTime()
@@ -285,7 +286,7 @@ func (s *routingState) rebuild(ctx context.Context) {
 	s.generation.Add(1)
 	if !s.isSynced.Load() && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 		s.isSynced.Store(true)
-		cacheSynced.Set(1)
+		metrics.SetCacheSynced(true)
 		klog.FromContext(ctx).Info("peerdiscovery filter: routing caches synced; routing requests to peers", "routes", len(tables), "peers", len(peers))
 	}
 }
@@ -293,7 +294,7 @@ func (s *routingState) rebuild(ctx context.Context) {
 // reportSync logs, once, while peerdiscovery-apiserver cannot be reached:
 // the server then serves everything locally.
 func (s *routingState) reportSync(ctx context.Context) {
-	cacheSynced.Set(0)
+	metrics.SetCacheSynced(false)
 	t := s.clock.NewTicker(time.Second)
 	defer t.Stop()
 	warned := false

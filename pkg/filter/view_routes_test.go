@@ -32,6 +32,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -141,7 +142,7 @@ func TestRoutingStateSyncsWithEmptyLists(t *testing.T) {
 }
 
 func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
-	registerMetrics()
+	metrics.Register()
 	res := "relist-test-" + t.Name()
 	lw := countRelists(&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
@@ -152,7 +153,7 @@ func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
 		},
 	}, res)
 	count := func() float64 {
-		v, err := testutil.GetCounterMetricValue(informerRelists.WithLabelValues(res))
+		v, err := testutil.GetCounterMetricValue(metrics.InformerRelists.WithLabelValues(res))
 		if err != nil {
 			t.Fatal(err)
 		}
