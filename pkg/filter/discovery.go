@@ -27,6 +27,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
@@ -52,7 +53,7 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 			// listed is empty). 503 until synced, as for resources.
 			metrics.DiscoveryServed(discoveryEndpoint(r), metrics.SourceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
-			f.answers.retryLater(w, r, discoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
+			f.answers.RetryLater(w, r, status.DiscoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
 			return true
 		}
 		// Past the start the chain answers, as stock kube-apiserver; but
@@ -144,13 +145,6 @@ func discoveryEndpoint(r *http.Request) string {
 	default:
 		return metrics.EndpointResourceList
 	}
-}
-
-// discoverySubject names a discovery document in a 503's Status.
-// Its 503 is never counted as a proxy error: it has no metric labels.
-var discoverySubject = subject{
-	statusVersion: documentVersion,
-	name:          "discovery",
 }
 
 // peerDiscovery serves the peer-aggregated discovery documents: /apis and

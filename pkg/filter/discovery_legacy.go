@@ -33,6 +33,8 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -247,7 +249,7 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	}
 	if !res.Split {
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourcePeer)
-		f.proxy.serve(w, r, target{candidates: res.Candidates, about: groupVersionSubject(gv)})
+		f.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, About: status.GroupVersionSubject(gv)})
 		return true
 	}
 	v := f.discovery.legacyView(f.serverID)

@@ -30,6 +30,8 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -179,7 +181,7 @@ func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV st
 	sub.Header.Del("If-Modified-Since")
 	sub.Header.Set("Accept", "application/json")
 	out := newBufferWriter(maxOpenAPIRootBytes)
-	f.proxy.serve(out, sub, target{candidates: []routing.Peer{peer}, about: openAPIRootSubject})
+	f.proxy.Serve(out, sub, proxy.Target{Candidates: []routing.Peer{peer}, About: status.OpenAPIRootSubject})
 	var doc openAPIRootDoc
 	if out.code != http.StatusOK || out.overflow || json.Unmarshal(out.buf.Bytes(), &doc) != nil {
 		klog.FromContext(r.Context()).V(2).Info("peerdiscovery filter: reading a peer's /openapi/v3 failed; its group-versions keep this server's entries", "peer", peer.ID, "code", out.code)
@@ -226,7 +228,7 @@ func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request
 	if res.Split {
 		cands = cands[:1]
 	}
-	f.proxy.serve(w, r, target{candidates: cands, about: groupVersionSubject(gv)})
+	f.proxy.Serve(w, r, proxy.Target{Candidates: cands, About: status.GroupVersionSubject(gv)})
 	return true
 }
 

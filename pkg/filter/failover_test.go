@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -219,7 +220,7 @@ func TestProxyReadCutMidAnswer(t *testing.T) {
 		repeated bool
 	}{
 		{"within the read-ahead", 100, true},
-		{"beyond the read-ahead", 2 * maxReadAheadBytes, false},
+		{"beyond the read-ahead", 2 * proxy.MaxReadAheadBytes, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)

@@ -19,30 +19,29 @@
 // that can, using the routing state served by peerdiscovery-apiserver, and
 // serves the peer-aggregated /apis.
 //
-// The files, by job:
+// The files and packages, by job:
 //
 //   - filter.go: New, the hooks, and the handler: the routing decision
 //     (pkg/routing) for each request and where it goes; options.go: what
 //     the filter takes from kube-apiserver's flags; snapshot.go: the
-//     routing.Snapshot every decision reads; readiness.go: the readyz check; registration.go: this server's
-//     registration Lease (what it serves, its departure) and the
-//     collection of old ones; status.go: the Status answers the filter
-//     writes itself (503 with Retry-After, 502, 504).
+//     routing.Snapshot every decision reads; readiness.go: the readyz
+//     check; registration.go: this server's registration Lease (what it
+//     serves, its departure) and the collection of old ones.
 //   - view_*.go: what the filter knows. view_routes.go: informers on the
 //     peerdiscovery.k8s.io objects and the routing table built from them;
 //     view_local.go: this server's own (profile=nopeer) discovery;
 //     view_leases.go: the registration Leases, from this server's own
 //     watch cache.
-//   - proxy*.go: sending a request to a peer. proxy.go: candidates,
-//     failover and what a failure answers; proxy_transport.go: the
-//     connection pools; proxy_response.go: what is done to a peer's answer
-//     (read-ahead, redirects, a stream's clean end); proxy_inflight.go:
-//     ending the attempts to a peer that stopped answering.
 //   - discovery*.go: discovery and OpenAPI for the whole cluster.
 //     discovery.go: the dispatcher and the aggregated /apis;
 //     discovery_legacy.go: the legacy forms; discovery_openapi.go: OpenAPI
 //     v3.
-//   - metrics.go, upstreammetrics*.go: metrics (upstream's names kept).
+//   - package proxy: sending a request to a peer (candidates, failover,
+//     connection pools, a peer's answer, ending the attempts to a peer
+//     that stopped answering).
+//   - package status: the Status answers the filter writes itself (503
+//     with or without Retry-After, 502, 504) and the audit annotations.
+//   - package metrics: metrics (upstream's names kept).
 //
 // It must compile against the k8s.io libraries of every release the
 // project builds (hack/verify-filter-builds.sh checks), so it imports no
@@ -72,11 +71,22 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // PeerProxiedHeader marks a request a peer already proxied (upstream's name).
-const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
+const PeerProxiedHeader = proxy.PeerProxiedHeader
+
+// Audit annotations on the source server's event (status names them).
+const (
+	AuditDecision    = status.AuditDecision
+	AuditProxiedTo   = status.AuditProxiedTo
+	AuditFailedOver  = status.AuditFailedOver
+	AuditError       = status.AuditError
+	AuditRouteSource = status.AuditRouteSource
+)
 
 // Filter is one kube-apiserver's peer routing filter.
 type Filter struct {
@@ -86,12 +96,12 @@ type Filter struct {
 	// Set by WrapHandler from the aggregator's generic config.
 	serverID      string
 	binaryVersion string
-	answers       answers
+	answers       status.Answers
 	longRunning   apirequest.LongRunningRequestCheck
 	// clock is the real clock; tests set a fake one.
 	clock clock.WithTickerAndDelayedExecution
 
-	proxy     *proxier
+	proxy     *proxy.Proxier
 	local     *localDiscovery
 	state     *routingState
 	discovery *peerDiscovery
@@ -167,13 +177,17 @@ func New(opts Options) (*Filter, error) {
 		return nil, err
 	}
 	f.endpoint = ep
-	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout, *opts.PeerHTTP2); err != nil {
+	f.proxy, err = proxy.New(proxy.Config{
+		CAFile: opts.PeerCAFile, ClientCertFile: opts.ProxyClientCertFile, ClientKeyFile: opts.ProxyClientKeyFile,
+		ServerName: opts.PeerServerName, HeaderTimeout: opts.PeerResponseHeaderTimeout, HTTP2: *opts.PeerHTTP2,
+	})
+	if err != nil {
 		return nil, err
 	}
-	f.proxy.stillCandidate = func(p routing.Peer, gvr schema.GroupVersionResource) bool {
+	f.proxy.StillCandidate = func(p routing.Peer, gvr schema.GroupVersionResource) bool {
 		return f.snapshot().StillCandidate(p, gvr, f.clock.Now())
 	}
-	f.proxy.peerGone = func(id string) bool { return f.snapshot().GoneForGood(id, f.clock.Now()) }
+	f.proxy.PeerGone = func(id string) bool { return f.snapshot().GoneForGood(id, f.clock.Now()) }
 	f.state.onPeerStopped = f.peerStopped
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
@@ -202,11 +216,11 @@ func (f *Filter) peerStopped(id string) {
 	case leaseLive:
 		f.clock.AfterFunc(departureNoticeGrace, func() {
 			if f.leases.state(id) != leaseDeparted && !f.state.peerReady(id) {
-				f.proxy.inflight.stop(id)
+				f.proxy.StopPeer(id)
 			}
 		})
 	default:
-		f.proxy.inflight.stop(id)
+		f.proxy.StopPeer(id)
 	}
 }
 
@@ -219,9 +233,9 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 	}
 	f.serverID = c.APIServerID
 	f.binaryVersion = version.Get().GitVersion
-	f.answers = answers{serializer: c.Serializer, retryAfter: f.opts.RetryAfterSeconds}
-	f.proxy.answers = f.answers
-	f.proxy.useEgressSelector(c.EgressSelector)
+	f.answers = status.Answers{Serializer: c.Serializer, RetryAfter: f.opts.RetryAfterSeconds}
+	f.proxy.Answers = f.answers
+	f.proxy.UseEgressSelector(c.EgressSelector)
 	f.longRunning = c.LongRunningFunc
 	if f.longRunning == nil {
 		f.longRunning = defaultLongRunning
@@ -252,7 +266,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	f.syncDeadline.Store(&deadline)
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
-	f.proxy.run(ctx)
+	f.proxy.Run(ctx)
 	if err := f.local.start(ctx, loopback, f.opts.LocalRefreshInterval); err != nil {
 		return err
 	}
@@ -326,7 +340,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if res.ByLease {
 			audit.AddAuditAnnotation(r.Context(), AuditRouteSource, "registration-lease")
 		}
-		f.proxy.serve(w, r, target{candidates: res.Candidates, gvr: res.GVR, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
+		f.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, GVR: res.GVR, About: status.ResourceSubject(res.GVR), LongRunning: f.longRunning(r, info)})
 	case v1alpha1.RouteUnavailable:
 		if res.Unsynced() {
 			// The GVR comes from the client and is known to no routing
@@ -334,14 +348,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			metrics.ProxyError(r.Context(), metrics.ErrorUnsynced, metrics.UnknownLabels)
 			metrics.RoutedAnswer(http.StatusServiceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
-			f.answers.retryLater(w, r, resourceSubject(req.GVR), res.Reason())
+			f.answers.RetryLater(w, r, status.ResourceSubject(req.GVR), res.Reason())
 			return
 		}
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
 		if res.RetryAfter {
-			f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason())
+			f.answers.Unavailable(w, r, status.ResourceSubject(req.GVR), res.Reason())
 		} else {
-			f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
+			f.answers.NoneReady(w, r, status.ResourceSubject(req.GVR), res.Reason())
 		}
 	default:
 		h.next.ServeHTTP(w, r)
@@ -352,9 +366,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // decision: 503 with Retry-After while the view lags behind a live server
 // that records it ("unrouted"), else without.
 func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, res routing.GroupVersionResult) {
-	s := groupVersionSubject(res.GroupVersion)
+	s := status.GroupVersionSubject(res.GroupVersion)
 	if !res.RetryAfter() {
-		f.answers.noneReady(w, r, s, res.Reason())
+		f.answers.NoneReady(w, r, s, res.Reason())
 		return
 	}
 	// The client chose what it asked for: not a metric label (as for
@@ -362,5 +376,5 @@ func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request,
 	metrics.ProxyError(r.Context(), metrics.ErrorUnrouted, metrics.UnknownLabels)
 	metrics.RoutedAnswer(http.StatusServiceUnavailable)
 	audit.AddAuditAnnotation(r.Context(), AuditDecision, "unrouted")
-	f.answers.retryLater(w, r, s, res.Reason())
+	f.answers.RetryLater(w, r, s, res.Reason())
 }

@@ -20,6 +20,8 @@ import (
 	"os"
 	"strconv"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 )
 
 // Defaults of the registration Lease collection (Options).
@@ -86,15 +88,7 @@ type Options struct {
 }
 
 // PeerHTTP2 is how connections to peers use HTTP/2.
-type PeerHTTP2 struct {
-	// Disabled makes them HTTP/1.1.
-	Disabled bool
-	// ReadIdleTimeout and PingTimeout are the connection health check: a
-	// ping after ReadIdleTimeout without a frame, the connection closed
-	// PingTimeout later without an answer. A ReadIdleTimeout of 0 turns
-	// the check off.
-	ReadIdleTimeout, PingTimeout time.Duration
-}
+type PeerHTTP2 = proxy.HTTP2
 
 // DefaultPeerHTTP2 is HTTP/2 with a health check shorter than client-go's
 // 30 s + 15 s: a frozen or cut-off peer fails the requests on its

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"bytes"
@@ -81,13 +81,13 @@ func (b *streamBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// maxReadAheadBytes is how much of a short read's answer is read from the
+// MaxReadAheadBytes is how much of a short read's answer is read from the
 // peer before anything goes to the client. Most answers (an object, a small
 // list) fit; a larger one streams on after it. At most this much per
 // proxied GET in flight, pooled.
-const maxReadAheadBytes = 64 << 10
+const MaxReadAheadBytes = 64 << 10
 
-var readAheadBuffers = sync.Pool{New: func() any { b := make([]byte, maxReadAheadBytes); return &b }}
+var readAheadBuffers = sync.Pool{New: func() any { b := make([]byte, MaxReadAheadBytes); return &b }}
 
 // readAhead reads the start of a safe read's answer before its headers go
 // to the client. A peer that dies within it (a SIGKILL in the middle of a
@@ -165,6 +165,9 @@ func rejectRedirect(resp *http.Response) error {
 	}
 	return nil
 }
+
+// openAPIPrefix starts the paths of OpenAPI v3 documents.
+const openAPIPrefix = "/openapi/v3/"
 
 // sameServerOpenAPIRedirect is true for a redirect of an OpenAPI v3
 // request to a path of this server's OpenAPI v3 (no scheme, no host).

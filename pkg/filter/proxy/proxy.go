@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"context"
@@ -28,7 +28,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/util/proxy"
+	utilproxy "k8s.io/apimachinery/pkg/util/proxy"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -40,36 +40,29 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// Audit annotations on the source server's event, so that one request can
-// be followed across servers (the peer's event has the same Audit-ID).
-const (
-	AuditDecision   = "peerdiscovery.k8s.io/decision"
-	AuditProxiedTo  = "peerdiscovery.k8s.io/proxied-to"
-	AuditFailedOver = "peerdiscovery.k8s.io/failed-over-from"
-	AuditError      = "peerdiscovery.k8s.io/error"
-	// AuditRouteSource is "registration-lease" on a request proxied by
-	// what a peer's registration Lease records, no route naming it yet.
-	AuditRouteSource = "peerdiscovery.k8s.io/route-source"
-)
+// PeerProxiedHeader marks a request a peer already proxied (upstream's
+// name).
+const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
 
-// target is where serve sends one request, and what it is for.
-type target struct {
-	// candidates are the peers to try, in order.
-	candidates []routing.Peer
-	// gvr is the resource requested (zero for a discovery document): a
+// Target is where Serve sends one request, and what it is for.
+type Target struct {
+	// Candidates are the peers to try, in order.
+	Candidates []routing.Peer
+	// GVR is the resource requested (zero for a discovery document): a
 	// candidate is tried only while the snapshot still makes it one.
-	gvr   schema.GroupVersionResource
-	about subject
-	// longRunning requests (kube-apiserver's LongRunningFunc: watches,
+	GVR   schema.GroupVersionResource
+	About status.Subject
+	// LongRunning requests (kube-apiserver's LongRunningFunc: watches,
 	// logs, exec...) use the pool without a response header timeout and
 	// stream at once.
-	longRunning bool
+	LongRunning bool
 }
 
-// serve proxies r to the first candidate that takes it. Whether a try may
+// Serve proxies r to the first candidate that takes it. Whether a try may
 // have reached the peer is read from the transport (httptrace: the request
 // headers were written), never guessed from error types:
 //
@@ -82,12 +75,12 @@ type target struct {
 //     on a timeout) without Retry-After, so no client replays it either.
 //
 // An attempt ends at once when the view marks its peer not ready because it
-// stopped answering (Filter.peerStopped; a peer that departed gracefully
+// stopped answering (StopPeer; a peer that departed gracefully
 // finishes its requests in flight instead): it counts as a timeout of that
 // peer, so a read with no response byte written goes on to the next
 // candidate and a write gets 504; a watch's stream ends cleanly and the
 // client watches again.
-func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
+func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)
 	u, ok := apirequest.UserFrom(ctx)
@@ -101,7 +94,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		r.Body = body
 	}
 	upgrade := httpstream.IsUpgradeRequest(r)
-	audit.AddAuditAnnotation(ctx, AuditDecision, string(v1alpha1.RouteProxy))
+	audit.AddAuditAnnotation(ctx, status.AuditDecision, string(v1alpha1.RouteProxy))
 	// The peer's Cache-Control is the answer's (an OpenAPI document at its
 	// hash is immutable): the reverse proxy adds response headers to those
 	// already set, and the chain's default (WithCacheControl's "no-cache,
@@ -110,12 +103,12 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 	chainCacheControl := w.Header().Values("Cache-Control")
 	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
-	for _, peer := range t.candidates {
+	for _, peer := range t.Candidates {
 		// Bound to the peer before its readiness is checked: a peer
 		// stopped after the check ends this attempt, one stopped before
 		// fails the check.
 		actx, done := p.inflight.bind(ctx, peer.ID)
-		if p.stillCandidate != nil && !p.stillCandidate(peer, t.gvr) {
+		if p.StillCandidate != nil && !p.StillCandidate(peer, t.GVR) {
 			done()
 			tried = append(tried, peer.ID)
 			continue
@@ -129,7 +122,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
 			a := &attempt{}
-			p.reverseProxy(peer.Endpoint, t.longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
+			p.reverseProxy(peer.Endpoint, t.LongRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
 			reached = a.wroteHeaders.Load()
 		}
 		if peerStopped(actx) && tw.err != nil {
@@ -137,32 +130,32 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		}
 		done()
 		if tw.err == nil {
-			audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
+			audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
-			metrics.Proxied(ctx, t.about.labels, tw.status(), p.clock.Since(start))
+			metrics.Proxied(ctx, t.About.Labels(), tw.status(), p.clock.Since(start))
 			return
 		}
 		if ctx.Err() != nil {
 			// The client left or the request deadline passed: the outer
 			// filters answer; nothing to retry.
 			ownAnswer(w, chainCacheControl)
-			metrics.ProxyError(ctx, metrics.ErrorCanceled, t.about.labels)
-			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.about.name, "err", tw.err)
+			metrics.ProxyError(ctx, metrics.ErrorCanceled, t.About.Labels())
+			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			return
 		}
 		if !reached && !body.used() && !tw.wrote {
-			metrics.ProxyError(ctx, metrics.ErrorConnect, t.about.labels)
-			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.about.name, "err", tw.err)
+			metrics.ProxyError(ctx, metrics.ErrorConnect, t.About.Labels())
+			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			tried = append(tried, peer.ID)
 			continue
 		}
-		metrics.ProxyError(ctx, metrics.ErrorProxy, t.about.labels)
-		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.about.name, "method", r.Method)
+		metrics.ProxyError(ctx, metrics.ErrorProxy, t.About.Labels())
+		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.About.Name(), "method", r.Method)
 		if !upgrade && safeRead(r) && !tw.wrote {
 			tried = append(tried, peer.ID)
 			continue
 		}
-		audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
+		audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
 		annotateFailedOver(ctx, tried)
 		if tw.wrote {
 			// The response had started: nothing more can be said.
@@ -170,31 +163,31 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 			return
 		}
 		ownAnswer(w, chainCacheControl)
-		p.answers.sentButFailed(w, r, t.about, peer.ID, tw.err)
+		p.Answers.SentButFailed(w, r, t.About, peer.ID, tw.err)
 		return
 	}
 	ownAnswer(w, chainCacheControl)
 	annotateFailedOver(ctx, tried)
-	audit.AddAuditAnnotation(ctx, AuditError, "no peer could take the request")
+	audit.AddAuditAnnotation(ctx, status.AuditError, "no peer could take the request")
 	if p.allGone(tried) {
 		// The view the candidates came from is older than their Leases
 		// (every replica restarting, say): nothing says when one will be
 		// back, as for a decision of none ready.
-		p.answers.noneReady(w, r, t.about, "no peer serving it answers, and the registration lease of each records its departure or lapsed over "+routing.RecoveryWindow.String()+" ago (tried "+strings.Join(tried, ", ")+")")
+		p.Answers.NoneReady(w, r, t.About, "no peer serving it answers, and the registration lease of each records its departure or lapsed over "+routing.RecoveryWindow.String()+" ago (tried "+strings.Join(tried, ", ")+")")
 		return
 	}
-	p.answers.unavailable(w, r, t.about, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
+	p.Answers.Unavailable(w, r, t.About, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
 }
 
 // allGone is true when every peer in ids is gone for good: its
 // registration Lease records a departure or lapsed over
 // routing.RecoveryWindow ago.
-func (p *proxier) allGone(ids []string) bool {
-	if p.peerGone == nil || len(ids) == 0 {
+func (p *Proxier) allGone(ids []string) bool {
+	if p.PeerGone == nil || len(ids) == 0 {
 		return false
 	}
 	for _, id := range ids {
-		if !p.peerGone(id) {
+		if !p.PeerGone(id) {
 			return false
 		}
 	}
@@ -211,7 +204,7 @@ func ownAnswer(w http.ResponseWriter, chainCacheControl []string) {
 
 func annotateFailedOver(ctx context.Context, ids []string) {
 	if len(ids) > 0 {
-		audit.AddAuditAnnotation(ctx, AuditFailedOver, strings.Join(ids, ","))
+		audit.AddAuditAnnotation(ctx, status.AuditFailedOver, strings.Join(ids, ","))
 	}
 }
 
@@ -231,14 +224,14 @@ func (a *attempt) trace() *httptrace.ClientTrace {
 // connections. The identity is set on the request it writes to the peer as
 // is (no hop-by-hop stripping after it): the upgrade dial does not go
 // through a round tripper (upstream loses the identity there).
-func (p *proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint string, u user.Info) {
+func (p *Proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint string, u user.Info) {
 	location := &url.URL{Scheme: "https", Host: endpoint, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	out := r.Clone(r.Context())
 	out.URL = location
 	out.Host = location.Host
 	out.RequestURI = ""
 	setPeerHeaders(out, u)
-	h := proxy.NewUpgradeAwareHandler(location, p.transports.Load().long, false, false, errorRecorder{tw})
+	h := utilproxy.NewUpgradeAwareHandler(location, p.transports.Load().long, false, false, errorRecorder{tw})
 	h.UseLocationHost = true
 	h.RejectForwardingRedirects = true
 	// The wrapper keeps the writer's Flusher, CloseNotifier and (on HTTP/1)
@@ -304,7 +297,7 @@ type proxyKey struct {
 // whether to try the next peer; redirects are refused as
 // UpgradeAwareHandler's RejectForwardingRedirects does; the transport is
 // read per request, so a CA reload takes effect at once.
-func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.ReverseProxy {
+func (p *Proxier) reverseProxy(endpoint string, longRunning bool) *httputil.ReverseProxy {
 	key := proxyKey{endpoint, longRunning}
 	if rp, ok := p.proxies.Load(key); ok {
 		return rp.(*httputil.ReverseProxy)

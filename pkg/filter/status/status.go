@@ -12,7 +12,10 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+// Package status writes the answers the filter gives itself, not a peer:
+// the Status of a 503 (with or without Retry-After), 502 and 504, and
+// names the audit annotations it records on a request.
+package status
 
 import (
 	"context"
@@ -27,16 +30,29 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"strings"
 
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 )
 
-// subject is what a request the filter proxies, or answers itself, is
+// Audit annotations on the source server's event, so that one request can
+// be followed across servers (the peer's event has the same Audit-ID).
+const (
+	AuditDecision   = "peerdiscovery.k8s.io/decision"
+	AuditProxiedTo  = "peerdiscovery.k8s.io/proxied-to"
+	AuditFailedOver = "peerdiscovery.k8s.io/failed-over-from"
+	AuditError      = "peerdiscovery.k8s.io/error"
+	// AuditRouteSource is "registration-lease" on a request proxied by
+	// what a peer's registration Lease records, no route naming it yet.
+	AuditRouteSource = "peerdiscovery.k8s.io/route-source"
+)
+
+// Subject is what a request the filter proxies, or answers itself, is
 // for: a resource, a group-version's documents (discovery, OpenAPI), or
 // OpenAPI's root. It names the request in the Status answers and labels
 // the metrics, whose labels come only from routing state (or fixed
 // values), never from a client.
-type subject struct {
+type Subject struct {
 	// labels are the metrics' group, version and resource.
 	labels metrics.Labels
 	// details are the Status details' group and kind.
@@ -47,15 +63,15 @@ type subject struct {
 	name string
 }
 
-// resourceSubject is a resource request's subject.
-func resourceSubject(gvr schema.GroupVersionResource) subject {
-	return subject{labels: metrics.ResourceLabels(gvr), details: gvr.GroupResource(), statusVersion: gvr.GroupVersion(), name: gvr.GroupResource().String()}
+// ResourceSubject is a resource request's Subject.
+func ResourceSubject(gvr schema.GroupVersionResource) Subject {
+	return Subject{labels: metrics.ResourceLabels(gvr), details: gvr.GroupResource(), statusVersion: gvr.GroupVersion(), name: gvr.GroupResource().String()}
 }
 
-// groupVersionSubject is the subject of a group-version's discovery or
+// GroupVersionSubject is the Subject of a group-version's discovery or
 // OpenAPI document (no resource).
-func groupVersionSubject(gv schema.GroupVersion) subject {
-	return subject{labels: metrics.GroupVersionLabels(gv), details: schema.GroupResource{Group: gv.Group}, statusVersion: gv, name: gv.String()}
+func GroupVersionSubject(gv schema.GroupVersion) Subject {
+	return Subject{labels: metrics.GroupVersionLabels(gv), details: schema.GroupResource{Group: gv.Group}, statusVersion: gv, name: gv.String()}
 }
 
 // documentVersion encodes the Status answers about documents that belong
@@ -63,52 +79,67 @@ func groupVersionSubject(gv schema.GroupVersion) subject {
 // metav1.Status is.
 var documentVersion = schema.GroupVersion{Version: "v1"}
 
-// openAPIRootSubject is the subject of /openapi/v3, read from a peer.
-var openAPIRootSubject = subject{
+// OpenAPIRootSubject is the Subject of /openapi/v3, read from a peer.
+var OpenAPIRootSubject = Subject{
 	labels:        metrics.OpenAPIRootLabels,
 	statusVersion: documentVersion,
 	name:          "the OpenAPI v3 root document",
 }
 
-// answers writes the Status answers the filter gives itself. It is
-// configured once, from the aggregator's generic config (WrapHandler).
-type answers struct {
-	serializer runtime.NegotiatedSerializer
-	retryAfter int
+// Labels are the subject's metric labels.
+func (s Subject) Labels() metrics.Labels { return s.labels }
+
+// Name names the subject in messages and logs.
+func (s Subject) Name() string { return s.name }
+
+// DiscoverySubject names a discovery document in a 503's Status. Its 503
+// is never counted as a proxy error: it has no metric labels.
+var DiscoverySubject = Subject{
+	statusVersion: documentVersion,
+	name:          "discovery",
 }
 
-// unavailable answers 503 with a Status body and Retry-After: peers serve
+// Answers writes the Status answers the filter gives itself. It is
+// configured once, from the aggregator's generic config (WrapHandler).
+type Answers struct {
+	Serializer runtime.NegotiatedSerializer
+	// RetryAfter is the Retry-After, in seconds, of an answer whose cause
+	// the next seconds likely fix.
+	RetryAfter int
+}
+
+// Unavailable answers 503 with a Status body and Retry-After: peers serve
 // it and the view lists one ready, but none could be connected to now,
 // and none has seen it. Not a 404: it exists in the cluster.
-func (a answers) unavailable(w http.ResponseWriter, r *http.Request, s subject, why string) {
-	a.peersUnavailable(w, r, s, why, a.retryAfter)
+func (a Answers) Unavailable(w http.ResponseWriter, r *http.Request, s Subject, why string) {
+	a.peersUnavailable(w, r, s, why, a.RetryAfter)
 }
 
-// noneReady answers 503 with a Status body and no Retry-After: every
+// NoneReady answers 503 with a Status body and no Retry-After: every
 // server that serves it is not ready or has left, so nothing says when it
 // will answer again. client-go retries only a 5xx with Retry-After: its
 // callers get the error at once, and a controller requeues with its own
 // backoff instead of a worker waiting out an outage (docs/design.md,
 // "Retry-After").
-func (a answers) noneReady(w http.ResponseWriter, r *http.Request, s subject, why string) {
+func (a Answers) NoneReady(w http.ResponseWriter, r *http.Request, s Subject, why string) {
 	a.peersUnavailable(w, r, s, why, 0)
 }
 
-func (a answers) peersUnavailable(w http.ResponseWriter, r *http.Request, s subject, why string, retryAfter int) {
+func (a Answers) peersUnavailable(w http.ResponseWriter, r *http.Request, s Subject, why string, retryAfter int) {
 	metrics.ProxyError(r.Context(), metrics.ErrorUnavailable, s.labels)
 	metrics.RoutedAnswer(http.StatusServiceUnavailable)
 	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), retryAfter)
 }
 
-// retryLater answers 503 with message, a Status body and Retry-After:
+// RetryLater answers 503 with message, a Status body and Retry-After:
 // what is missing (a sync, a view that catches up) comes within seconds.
-func (a answers) retryLater(w http.ResponseWriter, r *http.Request, s subject, message string) {
-	a.serviceUnavailable(w, r, s, message, a.retryAfter)
+func (a Answers) RetryLater(w http.ResponseWriter, r *http.Request, s Subject, message string) {
+	a.serviceUnavailable(w, r, s, message, a.RetryAfter)
 }
 
 // serviceUnavailable answers 503 with message and a Status body, with
 // Retry-After when retryAfter > 0.
-func (a answers) serviceUnavailable(w http.ResponseWriter, r *http.Request, s subject, message string, retryAfter int) {
+func (a Answers) serviceUnavailable(w http.ResponseWriter, r *http.Request, s Subject, message string, retryAfter int) {
 	status := &apierrors.StatusError{ErrStatus: metav1.Status{
 		Status:  metav1.StatusFailure,
 		Code:    http.StatusServiceUnavailable,
@@ -117,23 +148,23 @@ func (a answers) serviceUnavailable(w http.ResponseWriter, r *http.Request, s su
 		Details: &metav1.StatusDetails{Group: s.details.Group, Kind: s.details.Resource, RetryAfterSeconds: int32(retryAfter)},
 	}}
 	// ErrorNegotiated sets Retry-After from RetryAfterSeconds (none at 0).
-	responsewriters.ErrorNegotiated(status, a.serializer, s.statusVersion, w, r)
+	responsewriters.ErrorNegotiated(status, a.Serializer, s.statusVersion, w, r)
 }
 
-// sentButFailed answers a request that was sent to a peer which then failed
+// SentButFailed answers a request that was sent to a peer which then failed
 // to answer: 504 when it timed out, else 502. A read gets Retry-After (a
 // client retry is safe); a write does not, so that no client replays a
-// request the peer may have carried out. The message names the subject,
+// request the peer may have carried out. The message names the Subject,
 // the decision and the peer; the network error itself goes to the log.
-func (a answers) sentButFailed(w http.ResponseWriter, r *http.Request, s subject, peerID string, err error) {
+func (a Answers) SentButFailed(w http.ResponseWriter, r *http.Request, s Subject, peerID string, err error) {
 	code, reason, what := http.StatusBadGateway, metav1.StatusReasonInternalError, "lost the connection before answering"
 	if isTimeout(err) {
 		code, reason, what = http.StatusGatewayTimeout, metav1.StatusReasonTimeout, "did not answer in time"
 	}
 	msg := fmt.Sprintf("%s is served by peer kube-apiserver %s: the request was proxied to it, and it %s", s.name, peerID, what)
 	var delay int32
-	if safeRead(r) {
-		delay = int32(a.retryAfter)
+	if r.Method == http.MethodGet || r.Method == http.MethodHead { // a read: retrying it changes nothing
+		delay = int32(a.RetryAfter)
 	} else {
 		msg += "; it was not retried because the peer may have carried it out: check before repeating it"
 	}
@@ -146,7 +177,7 @@ func (a answers) sentButFailed(w http.ResponseWriter, r *http.Request, s subject
 		Message: msg,
 		Details: &metav1.StatusDetails{Group: s.details.Group, Kind: s.details.Resource, RetryAfterSeconds: delay},
 	}}
-	responsewriters.ErrorNegotiated(status, a.serializer, s.statusVersion, w, r)
+	responsewriters.ErrorNegotiated(status, a.Serializer, s.statusVersion, w, r)
 }
 
 // isTimeout is true for a response header timeout, a dial or TLS timeout,
@@ -155,4 +186,13 @@ func (a answers) sentButFailed(w http.ResponseWriter, r *http.Request, s subject
 func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) || lostConnection(err)
+}
+
+// lostConnection is true for the error of a request whose HTTP/2
+// connection failed its health check (a ping went unanswered): the peer
+// stopped answering, which is a timeout, not a broken answer.
+func lostConnection(err error) bool {
+	// x/net/http2 (and net/http's bundled copy) close the connection with
+	// this error when a ping times out; it has no type of its own.
+	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
 }

@@ -12,18 +12,17 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 )
 
 // errPeerStopped ends the requests in flight to a peer that the view
 // marked not ready because it stopped answering (frozen, cut off, crashed;
-// not one that departed gracefully: Filter.peerStopped). It counts as a
+// not one that departed gracefully: the filter decides, StopPeer). It counts as a
 // timeout: a write it ends gets 504, never a retry.
 var errPeerStopped error = peerStoppedError{}
 
@@ -38,15 +37,6 @@ func (peerStoppedError) Temporary() bool { return true }
 // peerStopped tells whether an attempt ended because its peer stopped.
 func peerStopped(attempt context.Context) bool {
 	return errors.Is(context.Cause(attempt), errPeerStopped)
-}
-
-// lostConnection is true for the error of a request whose HTTP/2
-// connection failed its health check (a ping went unanswered): the peer
-// stopped answering, which is a timeout, not a broken answer.
-func lostConnection(err error) bool {
-	// x/net/http2 (and net/http's bundled copy) close the connection with
-	// this error when a ping times out; it has no type of its own.
-	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
 }
 
 // inflight lets the requests in flight to a peer be ended at once when the
@@ -86,6 +76,10 @@ func (in *inflight) bind(ctx context.Context, id string) (attempt context.Contex
 		cancel(nil)
 	}
 }
+
+// StopPeer ends every request in flight to a peer at once (it counts as
+// the peer's timeout) instead of waiting for one.
+func (p *Proxier) StopPeer(id string) { p.inflight.stop(id) }
 
 // stop ends every request in flight to a peer.
 func (in *inflight) stop(id string) {

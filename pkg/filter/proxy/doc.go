@@ -1,0 +1,22 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+// Package proxy sends a request to a peer kube-apiserver. proxy.go: the
+// candidates tried in order, failover where it is safe, what a failure
+// answers, the identity headers; transport.go: the connection pools (peer
+// CA, front-proxy client certificate, egress selector, HTTP/2 health
+// check); response.go: what is done to a peer's answer (read-ahead,
+// redirects, a stream's clean end); inflight.go: ending the attempts to a
+// peer that stopped answering.
+package proxy
