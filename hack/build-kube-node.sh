@@ -18,6 +18,7 @@
 #   _output/bin/kubelet-VERSION/kubelet
 #   _output/bin/kube-scheduler-VERSION/kube-scheduler
 #   _output/bin/kube-proxy-VERSION/kube-proxy
+#   _output/bin/kubeadm-VERSION/kubeadm (only when KUBE_NODE_COMPONENTS names it)
 # stamped so that --version reports VERSION. The node-based local plane
 # (hack/local-up.sh --nodes, internal/localcluster's nodes) runs them at the
 # oldest release it runs, as on a node not upgraded yet.
@@ -28,7 +29,9 @@
 # only generates (and tidies) the wrapper modules.
 #
 # Usage: hack/build-kube-node.sh [VERSION...]   (default: ${KUBE_NODE_VERSION})
-#   KUBE_NODE_COMPONENTS="kubelet" builds only those of the three.
+#   KUBE_NODE_COMPONENTS="kubelet" builds only those of the three;
+#   KUBE_NODE_COMPONENTS="kubeadm" builds kubeadm, which only the kubeadm
+#   plane needs.
 set -euo pipefail
 
 # shellcheck source-path=SCRIPTDIR source=lib/kube-release.sh
@@ -43,7 +46,8 @@ main() {
     kubelet) build_upstream_command kubelet kubelet kubelet_bin "${script}" "${versions[@]}" ;;
     kube-scheduler) build_upstream_command kube-scheduler kube-scheduler kube_scheduler_bin "${script}" "${versions[@]}" ;;
     kube-proxy) build_upstream_command kube-proxy kube-proxy kube_proxy_bin "${script}" "${versions[@]}" ;;
-    *) die "unknown node component ${c} (kubelet, kube-scheduler, kube-proxy)" ;;
+    kubeadm) build_upstream_command kubeadm kubeadm kubeadm_bin "${script}" "${versions[@]}" ;;
+    *) die "unknown node component ${c} (kubelet, kube-scheduler, kube-proxy, kubeadm)" ;;
     esac
   done
 }

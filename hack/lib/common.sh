@@ -90,6 +90,7 @@ kube_controller_manager_bin() { echo "${BIN_DIR}/kube-controller-manager-${1:?ve
 kubelet_bin() { echo "${BIN_DIR}/kubelet-${1:?version}/kubelet"; }
 kube_scheduler_bin() { echo "${BIN_DIR}/kube-scheduler-${1:?version}/kube-scheduler"; }
 kube_proxy_bin() { echo "${BIN_DIR}/kube-proxy-${1:?version}/kube-proxy"; }
+kubeadm_bin() { echo "${BIN_DIR}/kubeadm-${1:?version}/kubeadm"; }
 # Upstream's e2e test binary of a release (hack/build-e2e-test.sh).
 e2e_test_bin() { echo "${BIN_DIR}/e2e-test-${1:?version}/e2e.test"; }
 # promtool or prometheus of PROMETHEUS_VERSION (hack/build-prometheus.sh).

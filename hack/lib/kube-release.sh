@@ -318,5 +318,9 @@ EOF
   install_binary "${bin}.tmp" "${bin}"
   write_stamp "${bin}" "${digest}" "${start}" "${manifest}"
   log::info "${name} ${version}: built ${bin} in $(elapsed_since "${start}")"
-  "${bin}" --version >&2
+  if [[ "${cmd}" == kubeadm ]]; then
+    "${bin}" version -o short >&2 # kubeadm has no --version
+  else
+    "${bin}" --version >&2
+  fi
 }

@@ -18,6 +18,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -65,6 +66,16 @@ func TestClaimSubnetReclaimsADeadClustersNetwork(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- orphan.Wait() }()
 	t.Cleanup(func() { _ = orphan.Process.Kill() })
+	// Left behind means inside the namespace: wait until ip(8) has joined it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		out, _ := ipCmd("netns", "pids", dead.Name)
+		if strings.Contains(" "+strings.Join(strings.Fields(out), " ")+" ", " "+strconv.Itoa(orphan.Process.Pid)+" ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the process did not enter %s: %q", dead.Name, out)
+		}
+	}
 
 	lock, err := claimSubnet(reclaimTestOctet, t.Logf)
 	if err != nil {

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/clusterwide"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
@@ -89,10 +90,10 @@ type Output struct {
 	Records routing.Records
 }
 
-// ClusterWide sources.
+// ClusterWide sources: pkg/clusterwide owns the rule.
 const (
-	SourceCRD        = "CustomResourceDefinition"
-	SourceAPIService = "APIService"
+	SourceCRD        = clusterwide.SourceCRD
+	SourceAPIService = clusterwide.SourceAPIService
 )
 
 // Compute builds every object from one state.

@@ -52,9 +52,11 @@ func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 		return
 	}
 	p.inflight, p.again = true, false
-	id, endpoint, apiETag, apisETag := p.ServerID, p.Endpoint, p.APIETag, p.APIsETag
-	if !p.HasDocument {
-		apiETag, apisETag = "", ""
+	id, endpoint := p.ServerID, p.Endpoint
+	// The documents go with their ETags: an unchanged one (304) is kept.
+	var prev *nopeer.Documents
+	if p.HasDocument {
+		prev = &nopeer.Documents{API: p.API, APIs: p.APIs, APIETag: p.APIETag, APIsETag: p.APIsETag}
 	}
 	go func() {
 		select {
@@ -66,7 +68,7 @@ func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 		sctx, cancel := context.WithTimeout(ctx, e.opts.ScrapeTimeout)
 		defer cancel()
 		start := e.clock.Now()
-		doc, err := e.scrape(sctx, endpoint, apiETag, apisETag)
+		doc, err := e.scrape(sctx, endpoint, prev)
 		select {
 		case e.results <- scrapeResult{id: id, endpoint: endpoint, doc: doc, err: err, took: e.clock.Since(start)}:
 		case <-ctx.Done():

@@ -72,7 +72,11 @@ func (f *fakeScraper) set(endpoint string, b behavior) {
 	f.script[endpoint] = b
 }
 
-func (f *fakeScraper) Scrape(ctx context.Context, endpoint, apiETag, apisETag string) (Document, error) {
+func (f *fakeScraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.Documents) (Document, error) {
+	var apiETag, apisETag string
+	if prev != nil {
+		apiETag, apisETag = prev.APIETag, prev.APIsETag
+	}
 	dl, ok := ctx.Deadline()
 	f.mu.Lock()
 	b := f.script[endpoint]

@@ -111,6 +111,21 @@ func (e *Engine) recordRegistrations(byID map[string]*idLeases) {
 // Leases are judged live or lapsed at judgeAt (lapseJudgeTime), tombstones
 // at now.
 func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string]*observed {
+	byID := e.readLeases(ctx)
+	e.recordRegistrations(byID)
+	out := make(map[string]*observed, len(byID))
+	for id, ls := range byID {
+		out[id] = observeIdentity(ls, judgeAt)
+	}
+	retireSameEndpoint(out)
+	e.addSliceEndpoints(out, e.claimedEndpoints(out, now))
+	return out
+}
+
+// readLeases groups the registration and identity Leases in the informer's
+// cache by server identity. A broken Lease is skipped, and logged once
+// while it stays broken the same way.
+func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 	logger := klog.FromContext(ctx)
 	byID := map[string]*idLeases{}
 	seenBad := map[string]bool{}
@@ -120,20 +135,11 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 		if !ok {
 			continue
 		}
-		var reg peerlease.Registration
-		var err error
-		isReg := false
-		switch {
-		case peerlease.IsRegistration(l):
-			reg, err = e.servedMemo.ParseRegistration(l)
-			isReg = true
+		reg, isReg, isPeer, err := e.parseLease(l)
+		if isReg {
 			registrations[types.NamespacedName{Namespace: l.Namespace, Name: l.Name}] = true
-		case peerlease.IsIdentity(l):
-			if _, has := l.Annotations[peerlease.PeerAdvertiseAddressAnnotation]; !has {
-				continue // upstream's gate is off: this lease names no endpoint.
-			}
-			reg, err = peerlease.ParseIdentity(l, e.opts.IdentityLeaseStaleAfter)
-		default:
+		}
+		if !isPeer {
 			continue
 		}
 		if err != nil {
@@ -164,69 +170,89 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 	e.servedMemo.Retain(func(namespace, name string) bool {
 		return registrations[types.NamespacedName{Namespace: namespace, Name: name}]
 	})
-	e.recordRegistrations(byID)
+	return byID
+}
 
-	out := map[string]*observed{}
-	for id, ls := range byID {
-		o := &observed{sources: map[v1alpha1.PeerSource]bool{}}
-		// A recorded departure wins over an identity Lease that upstream
-		// keeps renewing until the process exits.
-		o.departed = ls.reg != nil && ls.reg.Departed()
-		for _, x := range []struct {
-			r   *peerlease.Registration
-			src v1alpha1.PeerSource
-		}{{ls.ident, v1alpha1.PeerSourceIdentityLease}, {ls.reg, v1alpha1.PeerSourceRegistrationLease}} {
-			if x.r == nil {
-				continue
-			}
-			if x.r.AcquireTime.After(o.acquired) {
-				o.acquired = x.r.AcquireTime
-			}
-			if x.r.RenewTime.After(o.renewed) {
-				o.renewed = x.r.RenewTime
-			}
-			if !o.departed && x.r.Live(judgeAt) {
-				if !o.live {
-					// The first live Lease seen replaces what non-live
-					// ones said.
-					o.live = true
-					clear(o.sources)
-				}
-			} else if o.live {
-				continue
-			}
-			// A registration Lease's endpoint wins over an identity
-			// Lease's (the registration comes last).
-			o.endpoint = x.r.Endpoint
-			if x.r.BinaryVersion != "" {
-				o.version = x.r.BinaryVersion
-			}
-			o.sources[x.src] = true
-			if gone := x.r.GoneAt(); gone.After(o.goneAt) {
-				o.goneAt = gone
-			}
+// parseLease parses a registration or identity Lease; isPeer is false for
+// any other Lease.
+func (e *Engine) parseLease(l *coordinationv1.Lease) (reg peerlease.Registration, isReg, isPeer bool, err error) {
+	switch {
+	case peerlease.IsRegistration(l):
+		reg, err = e.servedMemo.ParseRegistration(l)
+		return reg, true, true, err
+	case peerlease.IsIdentity(l):
+		if _, has := l.Annotations[peerlease.PeerAdvertiseAddressAnnotation]; !has {
+			return reg, false, false, nil // upstream's gate is off: this lease names no endpoint.
 		}
-		if ls.reg != nil {
-			o.served = ls.reg.Served
-		}
-		if o.departed {
-			o.goneAt = ls.reg.GoneAt()
-		}
-		if o.live {
-			o.goneAt = time.Time{}
-			for _, r := range []*peerlease.Registration{ls.ident, ls.reg} {
-				if r != nil && r.Live(judgeAt) && r.Expires.After(o.expires) {
-					o.expires = r.Expires
-				}
-			}
-		}
-		out[id] = o
+		reg, err = peerlease.ParseIdentity(l, e.opts.IdentityLeaseStaleAfter)
+		return reg, false, true, err
 	}
+	return reg, false, false, nil
+}
 
-	// A newer identity at an endpoint retires the older ones there at once:
-	// the server restarted under a new ID, so the old one's APIs are not
-	// unavailable, they are served (or not) by its successor. A live
-	// identity is retired only by a newer live one.
+// observeIdentity is what one identity's Leases say of it at judgeAt.
+func observeIdentity(ls *idLeases, judgeAt time.Time) *observed {
+	o := &observed{sources: map[v1alpha1.PeerSource]bool{}}
+	// A recorded departure wins over an identity Lease that upstream
+	// keeps renewing until the process exits.
+	o.departed = ls.reg != nil && ls.reg.Departed()
+	// A registration Lease's endpoint wins over an identity Lease's (the
+	// registration comes last).
+	o.take(ls.ident, v1alpha1.PeerSourceIdentityLease, judgeAt)
+	o.take(ls.reg, v1alpha1.PeerSourceRegistrationLease, judgeAt)
+	if ls.reg != nil {
+		o.served = ls.reg.Served
+	}
+	if o.departed {
+		o.goneAt = ls.reg.GoneAt()
+	}
+	if o.live {
+		o.goneAt = time.Time{}
+		for _, r := range []*peerlease.Registration{ls.ident, ls.reg} {
+			if r != nil && r.Live(judgeAt) && r.Expires.After(o.expires) {
+				o.expires = r.Expires
+			}
+		}
+	}
+	return o
+}
+
+// take adds what one of the identity's Leases (nil: none) says: once a
+// live Lease was seen, non-live ones say nothing more.
+func (o *observed) take(r *peerlease.Registration, src v1alpha1.PeerSource, judgeAt time.Time) {
+	if r == nil {
+		return
+	}
+	if r.AcquireTime.After(o.acquired) {
+		o.acquired = r.AcquireTime
+	}
+	if r.RenewTime.After(o.renewed) {
+		o.renewed = r.RenewTime
+	}
+	if !o.departed && r.Live(judgeAt) {
+		if !o.live {
+			// The first live Lease seen replaces what non-live ones said.
+			o.live = true
+			clear(o.sources)
+		}
+	} else if o.live {
+		return
+	}
+	o.endpoint = r.Endpoint
+	if r.BinaryVersion != "" {
+		o.version = r.BinaryVersion
+	}
+	o.sources[src] = true
+	if gone := r.GoneAt(); gone.After(o.goneAt) {
+		o.goneAt = gone
+	}
+}
+
+// retireSameEndpoint retires, at once, the older identities at an endpoint
+// where a newer one registered: the server restarted under a new ID, so
+// the old one's APIs are not unavailable, they are served (or not) by its
+// successor. A live identity is retired only by a newer live one.
+func retireSameEndpoint(out map[string]*observed) {
 	byEndpoint := map[string][]string{}
 	for id, o := range out {
 		byEndpoint[o.endpoint] = append(byEndpoint[o.endpoint], id)
@@ -254,7 +280,11 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 			}
 		}
 	}
+}
 
+// claimedEndpoints maps the endpoints identities hold to them: a live
+// one's, and a gone one's while its tombstone lasts.
+func (e *Engine) claimedEndpoints(out map[string]*observed, now time.Time) map[string]string {
 	claimed := map[string]string{}
 	for id, o := range out {
 		if o.live && o.retiredBy == "" {
@@ -271,6 +301,12 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 			claimed[o.endpoint] = id
 		}
 	}
+	return claimed
+}
+
+// addSliceEndpoints adds the default/kubernetes EndpointSlices' addresses:
+// a source of the live identity that claims one, else a peer of its own.
+func (e *Engine) addSliceEndpoints(out map[string]*observed, claimed map[string]string) {
 	for _, obj := range e.slices.GetStore().List() {
 		s, ok := obj.(*discoveryv1.EndpointSlice)
 		if !ok {
@@ -293,7 +329,6 @@ func (e *Engine) observe(ctx context.Context, now, judgeAt time.Time) map[string
 			o.sources[v1alpha1.PeerSourceEndpointSlice] = true
 		}
 	}
-	return out
 }
 
 // sliceEndpoints lists the ready host:port pairs of the https port.

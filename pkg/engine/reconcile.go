@@ -26,32 +26,37 @@ import (
 	apiregistrationv1 "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/clusterwide"
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
-// clusterWide reads CRDs and APIServices with a service.
+// clusterWide is the cluster-wide group-versions of the CRDs and
+// APIServices in the informers' caches (pkg/clusterwide owns the rule).
 func (e *Engine) clusterWide() map[schema.GroupVersion]string {
-	out := map[schema.GroupVersion]string{}
+	var crds []clusterwide.CRD
 	for _, obj := range e.crds.GetStore().List() {
 		crd, ok := obj.(*apiextensionsv1.CustomResourceDefinition)
 		if !ok {
 			continue
 		}
+		c := clusterwide.CRD{Group: crd.Spec.Group, Plural: crd.Spec.Names.Plural, Served: make([]string, 0, len(crd.Spec.Versions))}
 		for _, v := range crd.Spec.Versions {
 			if v.Served {
-				out[schema.GroupVersion{Group: crd.Spec.Group, Version: v.Name}] = compute.SourceCRD
+				c.Served = append(c.Served, v.Name)
 			}
 		}
+		crds = append(crds, c)
 	}
+	var apiServices []clusterwide.APIService
 	for _, obj := range e.apiservice.GetStore().List() {
 		as, ok := obj.(*apiregistrationv1.APIService)
-		if !ok || as.Spec.Service == nil {
+		if !ok {
 			continue
 		}
-		out[schema.GroupVersion{Group: as.Spec.Group, Version: as.Spec.Version}] = compute.SourceAPIService
+		apiServices = append(apiServices, clusterwide.APIService{Group: as.Spec.Group, Version: as.Spec.Version, Service: as.Spec.Service != nil})
 	}
-	return out
+	return clusterwide.GroupVersions(crds, apiServices)
 }
 
 // reconcile updates membership from the informers and starts scrapes: of
@@ -60,26 +65,42 @@ func (e *Engine) clusterWide() map[schema.GroupVersion]string {
 func (e *Engine) reconcile(ctx context.Context, all bool) {
 	now := e.clock.Now()
 	obs := e.observe(ctx, now, e.lapseJudgeTime(now))
+	changedCW := e.updateClusterWide()
+	e.nextLapse = nextLapse(obs, now)
+	for id, o := range obs {
+		e.reconcilePeer(ctx, id, o, now, all || changedCW)
+	}
+	e.forgetUnobserved(obs, now)
+	e.releaseDeletedGVs()
+}
 
+// updateClusterWide reads the cluster-wide group-versions again, marks
+// those that went as deleted, and tells whether any changed.
+func (e *Engine) updateClusterWide() bool {
 	cw := e.clusterWide()
-	changedCW := len(cw) != len(e.lastClusterWide)
+	changed := len(cw) != len(e.lastClusterWide)
 	for gv := range e.lastClusterWide {
 		if _, still := cw[gv]; !still {
 			// Never resurrect a deleted CRD's or APIService's GV from a
 			// peer's document that has not caught up yet.
 			e.deletedGVs[gv] = true
-			changedCW = true
+			changed = true
 		}
 	}
 	for gv := range cw {
 		delete(e.deletedGVs, gv)
 		if _, had := e.lastClusterWide[gv]; !had {
-			changedCW = true
+			changed = true
 		}
 	}
 	e.lastClusterWide = cw
+	return changed
+}
 
-	e.nextLapse = time.Time{}
+// nextLapse is when Run wakes to judge the first live Lease that lapses
+// unless renewed (zero: none).
+func nextLapse(obs map[string]*observed, now time.Time) time.Time {
+	var next time.Time
 	for _, o := range obs {
 		if !o.live || o.retiredBy != "" || o.expires.IsZero() {
 			continue
@@ -90,67 +111,89 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 		if !wake.After(now) {
 			wake = wake.Add(maxLapseDelay)
 		}
-		if e.nextLapse.IsZero() || wake.Before(e.nextLapse) {
-			e.nextLapse = wake
+		if next.IsZero() || wake.Before(next) {
+			next = wake
 		}
 	}
-	for id, o := range obs {
-		p := e.peers[id]
-		if o.retiredBy != "" {
-			if p != nil {
-				delete(e.peers, id)
-				e.event(p, corev1.EventTypeNormal, ReasonReplaced, "Peer %s retired: %s now registers at %s", id, o.retiredBy, o.endpoint)
-			}
-			continue
+	return next
+}
+
+// reconcilePeer brings one observed identity's peer up to date and reads
+// it when it is new, moved, owed a read, or rescrapeAll is set.
+func (e *Engine) reconcilePeer(ctx context.Context, id string, o *observed, now time.Time, rescrapeAll bool) {
+	p := e.peers[id]
+	if o.retiredBy != "" {
+		if p != nil {
+			delete(e.peers, id)
+			e.event(p, corev1.EventTypeNormal, ReasonReplaced, "Peer %s retired: %s now registers at %s", id, o.retiredBy, o.endpoint)
 		}
-		if !o.live {
-			e.leftByLease(p, id, o, now)
-			continue
-		}
-		switch {
-		case p == nil:
-			p = &peerState{Peer: compute.Peer{ServerID: id, ReadyReason: "Pending", ReadyMessage: "discovery not read yet", ReadyTransition: now}}
-			e.peers[id] = p
-			e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined at %s", id, o.endpoint)
-		case p.Left:
-			p.Left, p.LeftTime = false, time.Time{}
-			p.setReady(false, "Pending", "rejoined; discovery not read yet", now)
-			// Read it now, not at the next refresh.
-			p.again = true
-			e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s rejoined at %s", id, o.endpoint)
-		}
-		if p.Endpoint != o.endpoint {
-			p.Endpoint = o.endpoint
-			p.again = true
-		}
-		if o.version != "" && p.BinaryVersion == "" {
-			p.BinaryVersion = o.version
-		}
-		p.Sources = sortedSources(o.sources)
-		// Not read yet (this replica started after a crash of every
-		// replica, or cannot reach the peer): its routes are what its
-		// Lease records, not ready (503) until the first read, never
-		// missing (a false 404).
-		p.useRecordedList(o.served)
-		// The peer's filter records what the peer serves on every renewal
-		// (every 3 s) from its own reads: a new list means its discovery
-		// changed (a server that just started registers its new groups'
-		// APIServices after its first renewal), so read it now rather
-		// than at the next refresh, which left a just-upgraded server's new
-		// APIs missing (404 through its peers) for up to a refresh interval.
-		if !sameServed(p.served, o.served) {
-			if p.tried {
-				p.again = true
-			}
-			p.served = o.served
-		}
-		// A first read already in flight needs no second one: informer
-		// events (the initial list's among them) would otherwise read
-		// every new peer twice.
-		if all || changedCW || (!p.tried && !p.inflight) || p.again {
-			e.startScrape(ctx, p)
-		}
+		return
 	}
+	if !o.live {
+		e.leftByLease(p, id, o, now)
+		return
+	}
+	p = e.joinedPeer(p, id, o, now)
+	p.follow(o)
+	// A first read already in flight needs no second one: informer
+	// events (the initial list's among them) would otherwise read
+	// every new peer twice.
+	if rescrapeAll || (!p.tried && !p.inflight) || p.again {
+		e.startScrape(ctx, p)
+	}
+}
+
+// joinedPeer is the peer of a live identity: p, rejoined when it had left,
+// or a new one.
+func (e *Engine) joinedPeer(p *peerState, id string, o *observed, now time.Time) *peerState {
+	switch {
+	case p == nil:
+		p = &peerState{Peer: compute.Peer{ServerID: id, ReadyReason: "Pending", ReadyMessage: "discovery not read yet", ReadyTransition: now}}
+		e.peers[id] = p
+		e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined at %s", id, o.endpoint)
+	case p.Left:
+		p.Left, p.LeftTime = false, time.Time{}
+		p.setReady(false, "Pending", "rejoined; discovery not read yet", now)
+		// Read it now, not at the next refresh.
+		p.again = true
+		e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s rejoined at %s", id, o.endpoint)
+	}
+	return p
+}
+
+// follow takes what a live identity's Leases and EndpointSlices say of the
+// peer: endpoint, version, sources and recorded list.
+func (p *peerState) follow(o *observed) {
+	if p.Endpoint != o.endpoint {
+		p.Endpoint = o.endpoint
+		p.again = true
+	}
+	if o.version != "" && p.BinaryVersion == "" {
+		p.BinaryVersion = o.version
+	}
+	p.Sources = sortedSources(o.sources)
+	// Not read yet (this replica started after a crash of every
+	// replica, or cannot reach the peer): its routes are what its
+	// Lease records, not ready (503) until the first read, never
+	// missing (a false 404).
+	p.useRecordedList(o.served)
+	// The peer's filter records what the peer serves on every renewal
+	// (every 3 s) from its own reads: a new list means its discovery
+	// changed (a server that just started registers its new groups'
+	// APIServices after its first renewal), so read it now rather
+	// than at the next refresh, which left a just-upgraded server's new
+	// APIs missing (404 through its peers) for up to a refresh interval.
+	if !sameServed(p.served, o.served) {
+		if p.tried {
+			p.again = true
+		}
+		p.served = o.served
+	}
+}
+
+// forgetUnobserved handles the peers no Lease or EndpointSlice names any
+// more: renamed, left, or their tombstone over.
+func (e *Engine) forgetUnobserved(obs map[string]*observed, now time.Time) {
 	byEndpoint := make(map[string]string, len(obs))
 	for id, o := range obs {
 		if o.live && o.retiredBy == "" {
@@ -183,14 +226,18 @@ func (e *Engine) reconcile(ctx context.Context, all bool) {
 			e.event(p, corev1.EventTypeNormal, ReasonRemoved, "Peer %s removed: tombstone of %s expired", id, e.opts.TombstonePeriod)
 		}
 	}
-	// A deleted GV stays excluded while any document still lists it, and
-	// while any scrape is in flight: one started before the deletion (a CRD
-	// created and deleted quickly) may still bring it back.
-	if len(e.deletedGVs) > 0 && !e.anyInflight() {
-		for gv := range e.deletedGVs {
-			if !e.anyDocumentHas(gv) {
-				delete(e.deletedGVs, gv)
-			}
+}
+
+// releaseDeletedGVs stops excluding a deleted GV once no document lists
+// it and no scrape is in flight: one started before the deletion (a CRD
+// created and deleted quickly) may still bring it back.
+func (e *Engine) releaseDeletedGVs() {
+	if len(e.deletedGVs) == 0 || e.anyInflight() {
+		return
+	}
+	for gv := range e.deletedGVs {
+		if !e.anyDocumentHas(gv) {
+			delete(e.deletedGVs, gv)
 		}
 	}
 }

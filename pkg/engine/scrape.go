@@ -24,8 +24,9 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// ScrapeFunc reads one peer's discovery; (*Scraper).Scrape is one.
-type ScrapeFunc func(ctx context.Context, endpoint, apiETag, apisETag string) (Document, error)
+// ScrapeFunc reads one peer's discovery; prev is the pair last read from
+// it (nil: none). (*Scraper).Scrape is one.
+type ScrapeFunc func(ctx context.Context, endpoint string, prev *nopeer.Documents) (Document, error)
 
 // Document is one peer's discovery as read.
 type Document struct {
@@ -33,7 +34,8 @@ type Document struct {
 	APIETag, APIsETag string
 	Version           string
 	// NotModified is true when both documents answered 304: API and APIs
-	// are then empty and the previous ones stay.
+	// are then empty and the previous ones stay. A document that alone
+	// answered 304 is the previous one (nopeer.ReadDocuments).
 	NotModified bool
 }
 
@@ -63,33 +65,18 @@ func NewScraper(base *rest.Config, caData []byte, serverName string, maxBytes in
 	return &Scraper{client: nopeer.NewClient(client, maxBytes)}, nil
 }
 
-// Scrape reads /api, /apis and /version from endpoint (host:port). The
-// previous ETags make unchanged documents cost a 304. Failures are
+// Scrape reads /api, /apis and /version from endpoint (host:port). prev's
+// ETags make unchanged documents cost a 304. Failures are
 // *nopeer.ReadError.
-func (s *Scraper) Scrape(ctx context.Context, endpoint, prevAPIETag, prevAPIsETag string) (Document, error) {
+func (s *Scraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.Documents) (Document, error) {
 	base := (&url.URL{Scheme: "https", Host: endpoint}).String()
-	api, err := s.client.Discovery(ctx, base, "/api", prevAPIETag)
+	docs, notModified, err := s.client.ReadDocuments(ctx, base, prev)
 	if err != nil {
 		return Document{}, err
 	}
-	apis, err := s.client.Discovery(ctx, base, "/apis", prevAPIsETag)
-	if err != nil {
-		return Document{}, err
-	}
-	if api.NotModified != apis.NotModified {
-		// One changed: re-read the other so the pair is consistent.
-		if api.NotModified {
-			api, err = s.client.Discovery(ctx, base, "/api", "")
-		} else {
-			apis, err = s.client.Discovery(ctx, base, "/apis", "")
-		}
-		if err != nil {
-			return Document{}, err
-		}
-	}
-	doc := Document{
-		API: api.Items, APIs: apis.Items, APIETag: api.ETag, APIsETag: apis.ETag,
-		NotModified: api.NotModified && apis.NotModified,
+	doc := Document{APIETag: docs.APIETag, APIsETag: docs.APIsETag, NotModified: notModified}
+	if !notModified {
+		doc.API, doc.APIs = docs.API, docs.APIs
 	}
 	if doc.Version, err = s.client.Version(ctx, base); err != nil {
 		return Document{}, err

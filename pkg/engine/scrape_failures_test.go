@@ -169,7 +169,7 @@ func TestScrapeFailures(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := newTestScraper(t, 1<<20).Scrape(scrapeCtx(t, time.Minute), tc.endpoint(t), "", "")
+			_, err := newTestScraper(t, 1<<20).Scrape(scrapeCtx(t, time.Minute), tc.endpoint(t), nil)
 			if got := scrapeType(err); got != tc.want {
 				t.Fatalf("error %v: type %q, want %q", err, got, tc.want)
 			}
@@ -188,7 +188,7 @@ func TestScrapeRedirectNotFollowed(t *testing.T) {
 	ep := tlsPeer(t, testPKI(t).good, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "https://"+targetEP+r.URL.Path, http.StatusFound)
 	}))
-	_, err := newTestScraper(t, 1<<20).Scrape(scrapeCtx(t, time.Minute), ep, "", "")
+	_, err := newTestScraper(t, 1<<20).Scrape(scrapeCtx(t, time.Minute), ep, nil)
 	if got := scrapeType(err); got != nopeer.ErrRedirect {
 		t.Fatalf("error %v: type %q, want %q", err, got, nopeer.ErrRedirect)
 	}
@@ -240,7 +240,7 @@ func TestScrapeHangAfterHandshake(t *testing.T) {
 	}()
 
 	ctx := scrapeCtx(t, 300*time.Millisecond)
-	_, err = newTestScraper(t, 1<<20).Scrape(ctx, l.Addr().String(), "", "")
+	_, err = newTestScraper(t, 1<<20).Scrape(ctx, l.Addr().String(), nil)
 	if got := scrapeType(err); got != nopeer.ErrTimeout {
 		t.Fatalf("error %v: type %q, want %q", err, got, nopeer.ErrTimeout)
 	}
@@ -273,7 +273,7 @@ func TestScrapeHangMidBody(t *testing.T) {
 	}))
 	t.Cleanup(func() { close(hangEnds) }) // before the server's Close
 	ctx := scrapeCtx(t, 300*time.Millisecond)
-	_, err := newTestScraper(t, 1<<20).Scrape(ctx, ep, "", "")
+	_, err := newTestScraper(t, 1<<20).Scrape(ctx, ep, nil)
 	if got := scrapeType(err); got != nopeer.ErrTimeout {
 		t.Fatalf("error %v: type %q, want %q", err, got, nopeer.ErrTimeout)
 	}
@@ -306,7 +306,7 @@ func TestScrapeOversized(t *testing.T) {
 	runtime.GC()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	_, err := s.Scrape(scrapeCtx(t, time.Minute), ep, "", "")
+	_, err := s.Scrape(scrapeCtx(t, time.Minute), ep, nil)
 	runtime.ReadMemStats(&after)
 	if got := scrapeType(err); got != nopeer.ErrOversized {
 		t.Fatalf("error %v: type %q, want %q", err, got, nopeer.ErrOversized)
@@ -333,10 +333,10 @@ func TestScrapeSizeCapBoundary(t *testing.T) {
 	peer := newGoodPeer(t)
 	ep := tlsPeer(t, testPKI(t).good, peer)
 	size := int64(max(len(listJSON(t, coreGroups)), len(listJSON(t, apisGroups)), len(versionJSON)))
-	if _, err := newTestScraper(t, size).Scrape(scrapeCtx(t, time.Minute), ep, "", ""); err != nil {
+	if _, err := newTestScraper(t, size).Scrape(scrapeCtx(t, time.Minute), ep, nil); err != nil {
 		t.Errorf("a document of exactly the cap: %v", err)
 	}
-	_, err := newTestScraper(t, size-1).Scrape(scrapeCtx(t, time.Minute), ep, "", "")
+	_, err := newTestScraper(t, size-1).Scrape(scrapeCtx(t, time.Minute), ep, nil)
 	if got := scrapeType(err); got != nopeer.ErrOversized {
 		t.Errorf("a document one byte over the cap: %v", err)
 	}

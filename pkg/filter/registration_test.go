@@ -30,6 +30,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -259,6 +260,37 @@ func newFakeMetadata(t *testing.T, names ...string) *fakeMetadata {
 func (f *fakeMetadata) HasSynced() bool       { return true }
 func (f *fakeMetadata) GetStore() cache.Store { return f.store }
 
+// apiServiceObject is an APIService as the informer decodes it: with
+// spec.service when it is aggregated.
+func apiServiceObject(name string, aggregated bool) *unstructured.Unstructured {
+	version, group, _ := strings.Cut(name, ".")
+	spec := map[string]interface{}{"group": group, "version": version, "caBundle": "Y2E="}
+	if aggregated {
+		spec["service"] = map[string]interface{}{"namespace": "kube-system", "name": "metrics-server", "port": int64(443)}
+	}
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]interface{}{"name": name, "resourceVersion": "1"}, "spec": spec,
+	}}
+}
+
+// newFakeAPIServices is a synced APIService cache holding the given
+// APIServices (name: aggregated), stored as the informer's transform
+// keeps them.
+func newFakeAPIServices(t *testing.T, apiServices map[string]bool) *fakeMetadata {
+	s := cache.NewStore(cache.MetaNamespaceKeyFunc)
+	for name, aggregated := range apiServices {
+		kept, err := keepAPIServiceIdentity(apiServiceObject(name, aggregated))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Add(kept); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return &fakeMetadata{store: s}
+}
+
 // The record leaves out what CRDs serve: every server serves it, so it
 // never decides a route, and thousands of CRDs would bloat each renewal.
 func TestServedRecordLeavesOutCRDs(t *testing.T) {
@@ -274,31 +306,18 @@ func TestServedRecordLeavesOutCRDs(t *testing.T) {
 	}
 }
 
-// The record leaves out what aggregated APIServices serve, for the same
-// reasons: every server serves them through its aggregator, and at the
-// scale docs/operations.md states (4,000 of 5,000 extra GVRs were
-// aggregated in test/bench) each renewal carried them all. The
-// group-versions kube-aggregator registers for the server's own APIs
-// (labelled automanaged) stay.
+// The record leaves out what aggregated APIServices (those with a
+// service) serve, for the same reasons: every server serves them through
+// its aggregator, and at the scale docs/operations.md states (4,000 of
+// 5,000 extra GVRs were aggregated in test/bench) each renewal carried
+// them all. The Local group-versions kube-aggregator registers for the
+// server's own APIs (no service) stay.
 func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
 	local := localServing()
 	servesGroup(local, "metrics.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}, apidiscoveryv2.APIResourceDiscovery{Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster})
 	local.crds = newFakeMetadata(t)
-	store := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	for _, o := range []*metav1.PartialObjectMetadata{
-		{ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io"}},
-		{ObjectMeta: metav1.ObjectMeta{Name: "v1.apps", Labels: map[string]string{autoManagedLabel: "onstart"}}},
-	} {
-		// As the informer stores them.
-		kept, err := keepIdentity(o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := store.Add(kept); err != nil {
-			t.Fatal(err)
-		}
-	}
-	local.apiServices = &fakeMetadata{store: store}
+	// As the informer stores them.
+	local.apiServices = newFakeAPIServices(t, map[string]bool{"v1beta1.metrics.k8s.io": true, "v1.apps": false})
 	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
 	if err != nil {
 		t.Fatal(err)
@@ -308,13 +327,13 @@ func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
 	}
 }
 
-// An APIService's label can change while the local document does not: the
-// record follows its metadata, not only the document.
+// An APIService's spec can change while the local document does not: the
+// record follows the APIService, not only the document.
 func TestServedRecordFollowsAPIServiceMetadata(t *testing.T) {
 	local := localServing()
 	servesGroup(local, "metrics.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace})
 	local.crds = newFakeMetadata(t)
-	apiServices := newFakeMetadata(t, "v1beta1.metrics.k8s.io")
+	apiServices := newFakeAPIServices(t, map[string]bool{"v1beta1.metrics.k8s.io": true})
 	local.apiServices = apiServices
 	record := func() []peerlease.ServedResource {
 		t.Helper()
@@ -327,14 +346,18 @@ func TestServedRecordFollowsAPIServiceMetadata(t *testing.T) {
 	if got := record(); !reflect.DeepEqual(got, servingWant) {
 		t.Fatalf("record %v, want %v (no aggregated API)", got, servingWant)
 	}
-	// Now kube-aggregator's own: the server serves it itself.
-	if err := apiServices.store.Update(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "v1beta1.metrics.k8s.io", Labels: map[string]string{autoManagedLabel: "true"}}}); err != nil {
+	// Now Local (no service): the server serves it itself.
+	kept, err := keepAPIServiceIdentity(apiServiceObject("v1beta1.metrics.k8s.io", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := apiServices.store.Update(kept); err != nil {
 		t.Fatal(err)
 	}
 	local.metadataChanged()
 	metrics := schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "pods"}
 	if got := record(); !slices.ContainsFunc(got, func(r peerlease.ServedResource) bool { return r.GroupVersionResource == metrics }) {
-		t.Errorf("after the label was set the record is still %v", got)
+		t.Errorf("after the service was removed the record is still %v", got)
 	}
 }
 

@@ -22,7 +22,10 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/rest"
@@ -30,6 +33,7 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"sigs.k8s.io/peerdiscovery/pkg/clusterwide"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
@@ -56,9 +60,10 @@ type localDoc struct {
 type localDiscovery struct {
 	doc     atomic.Pointer[localDoc]
 	refresh chan struct{}
-	// crds and apiServices hold the CustomResourceDefinitions' and
-	// APIServices' metadata (nil until started): what CRDs and aggregated
-	// APIs serve is left out of the served record.
+	// crds and apiServices hold the CustomResourceDefinitions' metadata
+	// and the APIServices' identity and spec.service (nil until started):
+	// what they serve cluster-wide (pkg/clusterwide) is left out of the
+	// served record.
 	crds, apiServices metadataCache
 	// metadataChanges counts their events: the record depends on their
 	// metadata, which can change while the document does not.
@@ -82,14 +87,6 @@ type servedRecord struct {
 	crdsSynced, apiServicesSynced bool
 	encoded                       string
 }
-
-// autoManagedLabel is the label kube-aggregator's autoregister controller
-// sets on the APIServices it creates for the server's own group-versions
-// (built-in ones, "onstart", and CRDs', "true"): an APIService without it
-// is an aggregated API, served by an extension server behind every
-// kube-apiserver alike (k8s.io/kube-aggregator/pkg/controllers/autoregister,
-// AutoRegisterManagedLabel).
-const autoManagedLabel = "kube-aggregator.kubernetes.io/automanaged"
 
 func newLocalDiscovery() *localDiscovery {
 	return &localDiscovery{refresh: make(chan struct{}, 1), clock: clock.RealClock{}}
@@ -166,26 +163,36 @@ func (l *localDiscovery) withoutAggregated(groups []apidiscoveryv2.APIGroupDisco
 	return out
 }
 
-// isCRD tells whether a CRD serves gvr: a CRD's name is <plural>.<group>.
+// isCRD tells whether a CRD serves gvr (clusterwide.Resource): the
+// informer holds CRDs' metadata only, so a CRD named <plural>.<group>
+// counts as serving every version this server lists.
 func (l *localDiscovery) isCRD(gvr schema.GroupVersionResource) bool {
-	_, ok, _ := l.crds.GetStore().GetByKey(gvr.Resource + "." + gvr.Group)
-	return ok
+	name := clusterwide.CRDName(gvr.GroupResource())
+	if _, ok, _ := l.crds.GetStore().GetByKey(name); !ok {
+		return false
+	}
+	crd, ok := clusterwide.CRDFromName(name)
+	if !ok {
+		return false
+	}
+	src, _ := clusterwide.Resource(gvr, &crd, nil)
+	return src == clusterwide.SourceCRD
 }
 
 // isAggregated tells whether an aggregated APIService serves gv: one named
-// <version>.<group> that kube-aggregator did not create for the server's
-// own APIs.
+// <version>.<group> with a service (clusterwide.APIService).
 func (l *localDiscovery) isAggregated(gv schema.GroupVersion) bool {
-	o, ok, _ := l.apiServices.GetStore().GetByKey(gv.Version + "." + gv.Group)
+	o, ok, _ := l.apiServices.GetStore().GetByKey(clusterwide.APIServiceName(gv))
 	if !ok {
 		return false
 	}
-	m, ok := o.(metav1.Object)
+	u, ok := o.(*unstructured.Unstructured)
 	if !ok {
 		return false
 	}
-	_, managed := m.GetLabels()[autoManagedLabel]
-	return !managed
+	service, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "service")
+	as := clusterwide.APIService{Group: gv.Group, Version: gv.Version, Service: service != nil}
+	return as.ClusterWide()
 }
 
 // metadataChanged follows a CRD or APIService event: the served record is
@@ -216,19 +223,30 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	if err != nil {
 		return err
 	}
+	dyn, err := dynamic.NewForConfig(loopback)
+	if err != nil {
+		return err
+	}
 	factory := metadatainformer.NewSharedInformerFactoryWithOptions(meta, 0, metadatainformer.WithTransform(keepIdentity))
 	crdsGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 	apiServicesGVR := schema.GroupVersionResource{Group: "apiregistration.k8s.io", Version: "v1", Resource: "apiservices"}
-	for _, gvr := range []schema.GroupVersionResource{crdsGVR, apiServicesGVR} {
-		_, _ = factory.ForResource(gvr).Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	crds := factory.ForResource(crdsGVR).Informer()
+	// APIServices are read whole, for spec.service (pkg/clusterwide): small
+	// objects, no schema; the transform keeps what the rule reads.
+	apiServices := dynamicinformer.NewFilteredDynamicInformer(dyn, apiServicesGVR, "", 0, cache.Indexers{}, nil).Informer()
+	if err := apiServices.SetTransform(keepAPIServiceIdentity); err != nil {
+		return err
+	}
+	for _, inf := range []cache.SharedIndexInformer{crds, apiServices} {
+		_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(interface{}) { l.metadataChanged() },
 			UpdateFunc: func(interface{}, interface{}) { l.metadataChanged() },
 			DeleteFunc: func(interface{}) { l.metadataChanged() },
 		})
 	}
-	crds, apiServices := factory.ForResource(crdsGVR).Informer(), factory.ForResource(apiServicesGVR).Informer()
 	l.crds, l.apiServices = crds, apiServices
 	factory.Start(ctx.Done())
+	go apiServices.RunWithContext(ctx)
 	base := loopback.Host
 	if !strings.Contains(base, "://") {
 		base = "https://" + base
@@ -249,21 +267,16 @@ func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, inter
 	return nil
 }
 
-// keepIdentity is the CRD and APIService informers' transform: they are
-// read only for a CRD's name, an APIService's autoManagedLabel and for
-// change events, so the stored copy keeps that and drops the rest. A CRD's
-// managedFields (and a kubectl-applied one's last-applied annotation) are
-// about the size of its schema; the server's own apiextensions informer
-// already holds all that, and a second copy in the filter grew with every
-// CRD.
+// keepIdentity is the CRD informer's transform: CRDs are read only for
+// their names and for change events, so the stored copy keeps that and
+// drops the rest. A CRD's managedFields (and a kubectl-applied one's
+// last-applied annotation) are about the size of its schema; the
+// server's own apiextensions informer already holds all that, and a second
+// copy in the filter grew with every CRD.
 func keepIdentity(obj interface{}) (interface{}, error) {
 	m, ok := obj.(*metav1.PartialObjectMetadata)
 	if !ok {
 		return obj, nil
-	}
-	var labels map[string]string
-	if v, ok := m.Labels[autoManagedLabel]; ok {
-		labels = map[string]string{autoManagedLabel: v}
 	}
 	return &metav1.PartialObjectMetadata{
 		TypeMeta: m.TypeMeta,
@@ -274,9 +287,37 @@ func keepIdentity(obj interface{}) (interface{}, error) {
 			ResourceVersion:   m.ResourceVersion,
 			Generation:        m.Generation,
 			DeletionTimestamp: m.DeletionTimestamp,
-			Labels:            labels,
 		},
 	}, nil
+}
+
+// keepAPIServiceIdentity is the APIService informer's transform: the
+// identity, spec.group and spec.version, and whether spec.service is set
+// (not its CA bundle), which is all clusterwide.APIService reads.
+func keepAPIServiceIdentity(obj interface{}) (interface{}, error) {
+	u, ok := obj.(*unstructured.Unstructured)
+	if !ok {
+		return obj, nil
+	}
+	meta := map[string]interface{}{}
+	md, _ := u.Object["metadata"].(map[string]interface{})
+	for _, k := range []string{"name", "namespace", "uid", "resourceVersion", "generation", "deletionTimestamp"} {
+		if v, ok := md[k]; ok {
+			meta[k] = v
+		}
+	}
+	spec := map[string]interface{}{}
+	for _, k := range []string{"group", "version"} {
+		if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", k); ok {
+			spec[k] = v
+		}
+	}
+	if v, ok, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "service"); ok && v != nil {
+		spec["service"] = map[string]interface{}{}
+	}
+	return &unstructured.Unstructured{Object: map[string]interface{}{
+		"apiVersion": u.GetAPIVersion(), "kind": u.GetKind(), "metadata": meta, "spec": spec,
+	}}, nil
 }
 
 const (
@@ -373,28 +414,15 @@ func (l *localDiscovery) read(ctx context.Context, client *nopeer.Client, base s
 	ctx, cancel := context.WithTimeout(ctx, localReadTimeout)
 	defer cancel()
 	prev := l.doc.Load()
-	var prevAPI, prevAPIs string
+	var last *nopeer.Documents
 	if prev != nil {
-		prevAPI, prevAPIs = prev.apiETag, prev.apisETag
+		last = &nopeer.Documents{API: prev.api, APIs: prev.apis, APIETag: prev.apiETag, APIsETag: prev.apisETag}
 	}
-	api, err := client.Discovery(ctx, base, "/api", prevAPI)
-	if err != nil {
+	docs, notModified, err := client.ReadDocuments(ctx, base, last)
+	if err != nil || notModified {
 		return err
 	}
-	apis, err := client.Discovery(ctx, base, "/apis", prevAPIs)
-	if err != nil {
-		return err
-	}
-	if api.NotModified && apis.NotModified {
-		return nil
-	}
-	if api.NotModified {
-		api.Items = prev.api
-	}
-	if apis.NotModified {
-		apis.Items = prev.apis
-	}
-	l.doc.Store(newLocalDoc(prev, api.Items, apis.Items, api.ETag, apis.ETag))
+	l.doc.Store(newLocalDoc(prev, docs.API, docs.APIs, docs.APIETag, docs.APIsETag))
 	return nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -27,6 +28,8 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 )
@@ -275,12 +278,16 @@ func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
 	const crd = `{"kind":"PartialObjectMetadata","apiVersion":"meta.k8s.io/v1","metadata":{"name":"widgets.example.com","uid":"u-1","resourceVersion":"1","generation":2,` +
 		`"labels":{"team":"a"},"annotations":{"kubectl.kubernetes.io/last-applied-configuration":"{\"spec\":{\"versions\":[]}}"},` +
 		`"managedFields":[{"manager":"kubectl","operation":"Apply","apiVersion":"apiextensions.k8s.io/v1","fieldsType":"FieldsV1","fieldsV1":{"f:spec":{}}}]}}`
+	const apiService = `{"kind":"APIService","apiVersion":"apiregistration.k8s.io/v1","metadata":{"name":"v1beta1.metrics.k8s.io","uid":"u-2","resourceVersion":"1",` +
+		`"labels":{"team":"a"},"annotations":{"a":"b"}},` +
+		`"spec":{"group":"metrics.k8s.io","version":"v1beta1","service":{"namespace":"kube-system","name":"metrics-server"},"caBundle":"Y2E=","groupPriorityMinimum":100,"versionPriority":100},` +
+		`"status":{"conditions":[{"type":"Available","status":"True"}]}}`
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions":
 			serveListOrWatchList(w, r, "meta.k8s.io/v1", "PartialObjectMetadata", crd)
 		case "/apis/apiregistration.k8s.io/v1/apiservices":
-			serveListOrWatchList(w, r, "meta.k8s.io/v1", "PartialObjectMetadata")
+			serveListOrWatchList(w, r, "apiregistration.k8s.io/v1", "APIService", apiService)
 		default:
 			local.ServeHTTP(w, r)
 		}
@@ -304,5 +311,24 @@ func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
 	}
 	if len(m.ManagedFields) != 0 || len(m.Annotations) != 0 || len(m.Labels) != 0 {
 		t.Errorf("stored CRD keeps %d managedFields, %d annotations, %d labels; want only its identity", len(m.ManagedFields), len(m.Annotations), len(m.Labels))
+	}
+
+	// An APIService keeps its identity and what clusterwide.APIService
+	// reads: its group-version and whether it has a service.
+	eventually(t, "APIServices synced", l.apiServices.HasSynced)
+	obj, ok, err = l.apiServices.GetStore().GetByKey("v1beta1.metrics.k8s.io")
+	if err != nil || !ok {
+		t.Fatalf("APIService v1beta1.metrics.k8s.io not in the informer's store (err %v)", err)
+	}
+	want := map[string]interface{}{
+		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
+		"metadata": map[string]interface{}{"name": "v1beta1.metrics.k8s.io", "uid": "u-2", "resourceVersion": "1"},
+		"spec":     map[string]interface{}{"group": "metrics.k8s.io", "version": "v1beta1", "service": map[string]interface{}{}},
+	}
+	if got := obj.(*unstructured.Unstructured).Object; !reflect.DeepEqual(got, want) {
+		t.Errorf("stored APIService %v, want %v", got, want)
+	}
+	if !l.isAggregated(schema.GroupVersion{Group: "metrics.k8s.io", Version: "v1beta1"}) {
+		t.Error("an APIService with a service is aggregated")
 	}
 }
