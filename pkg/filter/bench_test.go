@@ -157,13 +157,13 @@ func newBenchSetup(b testing.TB, next http.Handler) *benchSetup {
 	// Ours, in the state its informers give it.
 	f := newBenchFilter(b, pki)
 	ours := f.WrapHandler(next, &genericapiserver.Config{APIServerID: selfID, Serializer: testSerializer})
-	f.local.doc.Store(&localDoc{Served: routing.NewServed([]schema.GroupVersionResource{podsGVR, {Group: "apps", Version: "v1", Resource: "deployments"}})})
+	f.local.setDoc(&localDoc{Served: routing.NewServed([]schema.GroupVersionResource{podsGVR, {Group: "apps", Version: "v1", Resource: "deployments"}})})
 	tables := []*v1alpha1.PeerRoutingTable{
 		route(podsGVR, readyPeer(selfID, "127.0.0.1:6443"), readyPeer(benchPeerID, peerEndpoint)),
 		route(widgetsGVR, readyPeer(benchPeerID, peerEndpoint)),
 	}
-	f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
-	f.state.isSynced.Store(true)
+	f.state.setTable(routing.NewTable(tables, apiServerPeers(tables)))
+	f.state.setSynced(true)
 
 	// Upstream's, fed through its exported API.
 	holder := benchPeerID

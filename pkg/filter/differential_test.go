@@ -63,11 +63,11 @@ func TestFilterAgreesWithRouteReview(t *testing.T) {
 	for i := range cases {
 		now := time.Now()
 		state := genState(rng, now, ids, endpoints, gvrs)
-		e.f.state.current.Store(routing.NewTable(state.tables, state.peers))
-		e.f.state.isSynced.Store(state.synced)
-		e.f.state.sourceDown.Store(state.stale)
-		e.f.syncDeadline.Store(timePtr(state.graceUntil))
-		e.f.leases.current.Store(&state.records)
+		e.f.state.setTable(routing.NewTable(state.tables, state.peers))
+		e.f.state.setSynced(state.synced)
+		e.f.state.setStale(state.stale)
+		e.f.setSyncDeadline(timePtr(state.graceUntil))
+		e.f.leases.setRecords(state.records)
 		e.setLocal(state.local...)
 		verb, path := genRequest(rng, gvrs)
 		if !state.synced && isDiscoveryPath(path) {
@@ -76,7 +76,7 @@ func TestFilterAgreesWithRouteReview(t *testing.T) {
 			continue
 		}
 
-		status, err := routing.Review(e.f.snapshot(), v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: selfID}, nil, time.Now())
+		status, err := routing.Review(e.f.snaps.Snapshot(), v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: selfID}, nil, time.Now())
 		if err != nil {
 			t.Fatalf("case %d: review %s %s: %v", i, verb, path, err)
 		}

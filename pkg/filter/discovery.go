@@ -62,9 +62,9 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		if p, ok := parseDiscoveryPath(path); ok && f.local.synced() {
 			endpoint, res := metrics.EndpointResourceList, routing.GroupVersionResult{}
 			if p.version == "" {
-				endpoint, res = metrics.EndpointGroup, routing.DecideGroup(f.snapshot(), p.group, f.clock.Now())
+				endpoint, res = metrics.EndpointGroup, routing.DecideGroup(f.snaps.Snapshot(), p.group, f.clock.Now())
 			} else {
-				res = routing.DecideGroupVersion(f.snapshot(), p.groupVersion(), f.clock.Now())
+				res = routing.DecideGroupVersion(f.snaps.Snapshot(), p.groupVersion(), f.clock.Now())
 			}
 			if res.Decision == v1alpha1.RouteUnavailable {
 				metrics.DiscoveryServed(endpoint, metrics.SourceUnavailable)
@@ -234,8 +234,9 @@ func (d *peerDiscovery) legacyView(self string) *legacyView {
 // view or the merged object changed.
 func (d *peerDiscovery) document(apis bool, self string) (servedDoc, bool) {
 	local := d.local.current()
-	merged := d.state.mergedDiscovery()
-	if local == nil || merged == nil || !d.state.synced() {
+	routes := d.state.value()
+	merged := routes.merged
+	if local == nil || merged == nil || !routes.synced {
 		return servedDoc{}, false
 	}
 	key := cacheKey{local: local.generation, merged: merged.ResourceVersion}

@@ -218,7 +218,7 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 	// Not in the merged view: 503 while a server that served it has left
 	// and its tombstone stands, as for its resources, or while a live
 	// peer's registration Lease records it and no view lists it yet.
-	res := routing.DecideGroup(f.snapshot(), name, f.clock.Now())
+	res := routing.DecideGroup(f.snaps.Snapshot(), name, f.clock.Now())
 	if res.Decision != v1alpha1.RouteUnavailable {
 		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceLocal)
 		return false
@@ -233,7 +233,7 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 // serving all of it (its bytes are the answer), or, when no single server
 // does, the list derived from the combined aggregated view.
 func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
+	res := routing.DecideGroupVersion(f.snaps.Snapshot(), gv, f.clock.Now())
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceUnavailable)

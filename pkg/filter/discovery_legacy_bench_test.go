@@ -97,7 +97,7 @@ func newLegacyBench(b testing.TB) *legacyBench {
 		lb.upstreamVersion.ServeHTTP(w, r)
 	})
 	lb.ours = f.WrapHandler(next, &genericapiserver.Config{APIServerID: selfID, Serializer: testSerializer})
-	f.local.doc.Store(newLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}, localDocs, "", ""))
+	f.local.setDoc(newLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}, localDocs, "", ""))
 	var tables []*v1alpha1.PeerRoutingTable
 	for g, d := range merged {
 		for _, r := range d.Versions[0].Resources {
@@ -109,15 +109,15 @@ func newLegacyBench(b testing.TB) *legacyBench {
 			}
 		}
 	}
-	f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
-	f.state.merged.Store(&v1alpha1.PeerAggregatedDiscovery{
+	f.state.setTable(routing.NewTable(tables, apiServerPeers(tables)))
+	f.state.setMerged(&v1alpha1.PeerAggregatedDiscovery{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName, ResourceVersion: "1"},
 		Status: v1alpha1.PeerAggregatedDiscoveryStatus{
 			API:  v1alpha1.DiscoveryDocument{Items: []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}},
 			APIs: v1alpha1.DiscoveryDocument{Items: merged},
 		},
 	})
-	f.state.isSynced.Store(true)
+	f.state.setSynced(true)
 	return lb
 }
 

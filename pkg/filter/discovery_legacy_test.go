@@ -88,7 +88,7 @@ func legacyEnv(t *testing.T) (*env, *testPeer) {
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("certificates.k8s.io", "v1", "certificatesigningrequests")},
 	)
-	e.f.state.merged.Store(mergedDiscovery(t, "1",
+	e.f.state.setMerged(mergedDiscovery(t, "1",
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},
 		[]apidiscoveryv2.APIGroupDiscovery{
 			dgroup("apps", "v1", "deployments"),
@@ -303,7 +303,7 @@ func TestLegacyResourceListWhenNoServerServesAllOfIt(t *testing.T) {
 		route(ctbGVR, readyPeer("p1", peer.endpoint())),
 		route(pcrGVR, readyPeer("p2", other.endpoint())),
 	)
-	e.f.state.merged.Store(mergedDiscovery(t, "2",
+	e.f.state.setMerged(mergedDiscovery(t, "2",
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},
 		[]apidiscoveryv2.APIGroupDiscovery{func() apidiscoveryv2.APIGroupDiscovery {
 			g := dgroup("certificates.k8s.io", "v1", "certificatesigningrequests", "clustertrustbundles", "podcertificaterequests")

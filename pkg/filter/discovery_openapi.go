@@ -117,7 +117,7 @@ func openAPIChoice(res routing.GroupVersionResult) (routing.Peer, bool) {
 // which the group-versions a peer serves more of name the peer's document.
 // It returns false when no group-version needs a peer (the chain answers).
 func (f *Filter) serveOpenAPIRoot(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-	snap, now := f.snapshot(), f.clock.Now()
+	snap, now := f.snaps.Snapshot(), f.clock.Now()
 	chosen := map[string]routing.Peer{} // root key -> peer
 	for _, gv := range snap.Table.GroupVersions() {
 		if p, ok := openAPIChoice(routing.DecideGroupVersion(snap, gv, now)); ok {
@@ -211,7 +211,7 @@ func (c *peerOpenAPIRoots) put(id string, r cachedRoot) {
 // serveOpenAPIGroupVersion sends /openapi/v3/apis/<group>/<version> to the
 // peer the root names for it. It returns false for the chain.
 func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
+	res := routing.DecideGroupVersion(f.snaps.Snapshot(), gv, f.clock.Now())
 	if res.Decision == v1alpha1.RouteUnavailable {
 		metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourceUnavailable)
 		f.groupVersionUnavailable(w, r, res)

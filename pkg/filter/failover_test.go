@@ -277,7 +277,7 @@ func TestUnavailableNamesAWaitWhileAPeerMayRecover(t *testing.T) {
 			peers := apiServerPeers(tables, "p1")
 			peers[0].Status.Conditions[0].Reason = tc.reason
 			peers[0].Status.Conditions[0].LastTransitionTime = metav1.NewTime(tc.since)
-			e.f.state.current.Store(routing.NewTable(tables, peers))
+			e.f.state.setTable(routing.NewTable(tables, peers))
 			resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil))
 			body := readBody(t, resp)
 			checkUnavailable(t, resp, body, "none is ready", tc.retryAfter)

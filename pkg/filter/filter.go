@@ -112,7 +112,7 @@ type Filter struct {
 	openAPIRoots peerOpenAPIRoots
 	// snaps is what every routing decision reads: the views above, as one
 	// immutable routing.Snapshot.
-	snaps snapshots
+	snaps *snapshots
 
 	started atomic.Bool
 	// syncDeadline is when the post-start hook ran plus SyncGracePeriod;
@@ -165,6 +165,7 @@ func New(opts Options) (*Filter, error) {
 	metrics.Register()
 	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery(), clock: clock.RealClock{}}
 	f.leases = newLeaseRecords(func() time.Time { return f.clock.Now() })
+	f.snaps = newSnapshots(f.state, f.leases, f.local, &f.syncDeadline)
 	if !opts.Enabled() {
 		metrics.SetEnabled(false)
 		// No context reaches New: the process's logger.
@@ -180,14 +181,11 @@ func New(opts Options) (*Filter, error) {
 	f.proxy, err = proxy.New(proxy.Config{
 		CAFile: opts.PeerCAFile, ClientCertFile: opts.ProxyClientCertFile, ClientKeyFile: opts.ProxyClientKeyFile,
 		ServerName: opts.PeerServerName, HeaderTimeout: opts.PeerResponseHeaderTimeout, HTTP2: *opts.PeerHTTP2,
+		Snapshot: f.snaps.Snapshot, Clock: f.clock,
 	})
 	if err != nil {
 		return nil, err
 	}
-	f.proxy.StillCandidate = func(p routing.Peer, gvr schema.GroupVersionResource) bool {
-		return f.snapshot().StillCandidate(p, gvr, f.clock.Now())
-	}
-	f.proxy.PeerGone = func(id string) bool { return f.snapshot().GoneForGood(id, f.clock.Now()) }
 	f.state.onPeerStopped = f.peerStopped
 	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
@@ -232,6 +230,7 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 		return h
 	}
 	f.serverID = c.APIServerID
+	f.snaps.setSelf(c.APIServerID)
 	f.binaryVersion = version.Get().GitVersion
 	f.answers = status.Answers{Serializer: c.Serializer, RetryAfter: f.opts.RetryAfterSeconds}
 	f.proxy.Answers = f.answers
@@ -263,7 +262,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	}
 	logger := klog.FromContext(hookCtx)
 	deadline := f.clock.Now().Add(f.opts.SyncGracePeriod)
-	f.syncDeadline.Store(&deadline)
+	f.setSyncDeadline(&deadline)
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
 	f.proxy.Run(ctx)
@@ -306,8 +305,11 @@ func (f *Filter) PreShutdownHook() error {
 }
 
 // Synced reports whether both the local discovery and the routing caches
-// are filled, i.e. whether the filter routes.
-func (f *Filter) Synced() bool { return f.local.synced() && f.state.synced() }
+// are filled, i.e. whether the filter routes: the snapshot has both.
+func (f *Filter) Synced() bool {
+	s := f.snaps.Snapshot()
+	return s.Local != nil && s.Table != nil
+}
 
 // handler is the wrapped chain.
 type handler struct {
@@ -334,7 +336,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
 	}
-	res := routing.Decide(f.snapshot(), req, f.clock.Now())
+	res := routing.Decide(f.snaps.Snapshot(), req, f.clock.Now())
 	switch res.Decision {
 	case v1alpha1.RouteProxy:
 		if res.ByLease {

@@ -100,7 +100,7 @@ func hangingPeer(e *env, received chan<- string) *testPeer {
 // setView installs routes and the APIServerPeers that say who is ready, as
 // the informers would.
 func (e *env) setView(tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
-	e.f.state.current.Store(routing.NewTable(tables, peers))
+	e.f.state.setTable(routing.NewTable(tables, peers))
 }
 
 // markNotReady is what the routing state does when an APIServerPeer turns

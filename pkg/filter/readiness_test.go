@@ -55,12 +55,12 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	expect(f.ReadyzCheck().Check(nil), "has not started")
 
 	start := time.Now()
-	f.syncDeadline.Store(timePtr(start.Add(time.Minute)))
+	f.setSyncDeadline(timePtr(start.Add(time.Minute)))
 	routable(start.Add(time.Second), false, "not synced yet")
 	routable(start.Add(unsyncedReadyAfter), false, "") // nothing syncs: no hold past it
 
-	f.local.doc.Store(&localDoc{apisETag: `"new"`})
-	f.state.isSynced.Store(true)
+	f.local.setDoc(&localDoc{apisETag: `"new"`})
+	f.state.setSynced(true)
 	f.state.peers = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.APIServerPeer{}, 0, cache.Indexers{})
 	store := f.state.peers.GetStore()
 	now := start.Add(time.Second)
@@ -94,7 +94,7 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	f.routableSince.Store(timePtr(time.Now().Add(-routableSettle)))
 	expect(f.ReadyzCheck().Check(nil), "")
 	// Latched: a later discovery change does not take the server out.
-	f.local.doc.Store(&localDoc{apisETag: `"with-a-new-crd"`})
+	f.local.setDoc(&localDoc{apisETag: `"with-a-new-crd"`})
 	expect(f.ReadyzCheck().Check(nil), "")
 }
 

@@ -15,57 +15,74 @@
 package filter
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// snapshots keeps the routing.Snapshot every decision of this filter reads,
-// built from the views (routing tables, registration Leases, local
-// discovery, sync state), each of which swaps in immutable state. A
-// snapshot is rebuilt, and swapped in whole, on the first decision after
-// any of them changed, so one request is decided on one consistent state
-// and a decision costs no allocation while nothing changes.
+// snapshots publishes the routing.Snapshot every decision of this filter
+// reads, built from the views (routing tables, registration Leases, local
+// discovery, sync state). Each view swaps in immutable state and then
+// calls publish, which builds the snapshot from every view's current state
+// and swaps it in whole: a request reads one pointer, so it is decided on
+// one consistent state at no cost, and the proxy reads the latest before
+// each attempt the same way, without calling back into the filter.
 type snapshots struct {
-	current atomic.Pointer[snapshotEntry]
+	current atomic.Pointer[routing.Snapshot]
+
+	// mu serializes publish: the last build reads every view's latest
+	// state, whichever view changed last.
+	mu       sync.Mutex
+	self     string
+	routes   *routingState
+	leases   *leaseRecords
+	local    *localDiscovery
+	deadline *atomic.Pointer[time.Time]
 }
 
-// snapshotEntry is a snapshot and the parts it was built from.
-type snapshotEntry struct {
-	parts snapshotParts
-	snap  routing.Snapshot
+// newSnapshots publishes the views' snapshot from now on, whenever one of
+// them changes.
+func newSnapshots(routes *routingState, leases *leaseRecords, local *localDiscovery, deadline *atomic.Pointer[time.Time]) *snapshots {
+	s := &snapshots{routes: routes, leases: leases, local: local, deadline: deadline}
+	routes.onChange, leases.onChange, local.onChange = s.publish, s.publish, s.publish
+	s.publish()
+	return s
 }
 
-// snapshotParts identify the views' state: each part is an immutable value
-// or the pointer to one.
-type snapshotParts struct {
-	self    string
-	table   *routing.Table // nil while not synced
-	stale   bool
-	records *routing.Records
-	local   *localDoc
-	// deadline is the sync grace's end; nil before the post-start hook.
-	deadline *time.Time
+// Snapshot is the current snapshot; read only.
+func (s *snapshots) Snapshot() *routing.Snapshot { return s.current.Load() }
+
+// setSelf names this server in the snapshot (the aggregator's config gives
+// it, before the first request).
+func (s *snapshots) setSelf(id string) {
+	s.mu.Lock()
+	s.self = id
+	s.mu.Unlock()
+	s.publish()
 }
 
-// snapshot returns the snapshot of the views' current state; read only.
-func (f *Filter) snapshot() *routing.Snapshot {
-	p := snapshotParts{self: f.serverID, records: f.leases.current.Load(), local: f.local.current(), deadline: f.syncDeadline.Load(), stale: f.state.stale()}
-	if f.state.synced() {
-		p.table = f.state.table()
+// publish builds the snapshot of the views' current state and swaps it in.
+func (s *snapshots) publish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	routes := s.routes.value()
+	snap := &routing.Snapshot{Self: s.self, ViewStale: routes.stale, Records: *s.leases.current.Load()}
+	if routes.synced {
+		snap.Table = routes.table
 	}
-	if e := f.snaps.current.Load(); e != nil && e.parts == p {
-		return &e.snap
+	if d := s.local.current(); d != nil {
+		snap.Local = d
 	}
-	e := &snapshotEntry{parts: p, snap: routing.Snapshot{Self: p.self, Table: p.table, ViewStale: p.stale, Records: *p.records}}
-	if p.local != nil {
-		e.snap.Local = p.local
+	if d := s.deadline.Load(); d != nil {
+		snap.SyncGraceUntil = *d
 	}
-	if p.deadline != nil {
-		e.snap.SyncGraceUntil = *p.deadline
-	}
-	// Two requests may build it at once: both builds are equal.
-	f.snaps.current.Store(e)
-	return &e.snap
+	s.current.Store(snap)
+}
+
+// setSyncDeadline records when the sync grace ends (nil: not started).
+func (f *Filter) setSyncDeadline(d *time.Time) {
+	f.syncDeadline.Store(d)
+	f.snaps.publish()
 }

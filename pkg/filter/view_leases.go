@@ -51,6 +51,9 @@ type leaseRecords struct {
 	// was decoded from: a renewal that records the same list reuses it.
 	raw map[string]string
 	now func() time.Time
+	// onChange, when set, is called after each change of current (the
+	// routing snapshot is published from it).
+	onChange func()
 }
 
 func newLeaseRecords(now func() time.Time) *leaseRecords {
@@ -109,6 +112,9 @@ func (l *leaseRecords) update(change func(routing.Records)) {
 	change(next)
 	l.current.Store(&next)
 	l.mu.Unlock()
+	if l.onChange != nil {
+		l.onChange()
+	}
 }
 
 // set records one Lease. A broken one records nothing (peerdiscovery

@@ -117,10 +117,10 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	e := newEnv(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakeClock(now)
-	e.f.clock = clk
+	e.f.setClock(clk)
 	peerB := e.newPeer(nil)
 	e.setRoutes(route(widgetsGVR, readyPeer(selfID, "self:1"), readyPeer("b", peerB.endpoint())))
-	e.f.state.merged.Store(&v1alpha1.PeerAggregatedDiscovery{})
+	e.f.state.setMerged(&v1alpha1.PeerAggregatedDiscovery{})
 
 	gvr := func(g, r string) schema.GroupVersionResource {
 		return schema.GroupVersionResource{Group: g, Version: "v1", Resource: r}
@@ -225,27 +225,27 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	// Unsynced (peerdiscovery unreachable) and past the sync grace: what a
 	// live peer records is still never a 404; what this server serves
 	// stays local.
-	e.f.state.isSynced.Store(false)
+	e.f.state.setSynced(false)
 	check("unsynced, grace over", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, proxied)
 	// Within the sync grace (a server that just started): proxied by the
 	// Lease record rather than 503 "not synced yet".
-	e.f.syncDeadline.Store(timePtr(now.Add(time.Hour)))
+	e.f.setSyncDeadline(timePtr(now.Add(time.Hour)))
 	check("unsynced, in the grace", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, proxied)
-	e.f.syncDeadline.Store(nil)
+	e.f.setSyncDeadline(nil)
 	check("unsynced, served here", "/api/v1/namespaces/ns1/pods/p1", nil, local)
 	// The discovery documents too, once the server is past its start (its
 	// post-start hook ran longer ago than the sync grace): a conformance
 	// run in CI read /apis/storagemigration.k8s.io/v1 through a v1.36.3
 	// server whose filter had not synced, and got the chain's 404.
 	e.f.started.Store(true)
-	e.f.syncDeadline.Store(timePtr(now.Add(-time.Second)))
+	e.f.setSyncDeadline(timePtr(now.Add(-time.Second)))
 	check("unsynced, past the start: its group-version's resource list", "/apis/new.example.com/v1", nil, unrouted)
 	check("unsynced, past the start: its group", "/apis/new.example.com", nil, unrouted)
 	check("unsynced, past the start: a group-version served here too", "/apis/metrics.example.com/v1", nil, local)
 	check("unsynced, past the start: recorded nowhere", "/apis/nowhere.example.com/v1", nil, local)
 	e.f.started.Store(false)
-	e.f.syncDeadline.Store(nil)
-	e.f.state.isSynced.Store(true)
+	e.f.setSyncDeadline(nil)
+	e.f.state.setSynced(true)
 
 	// A renewal with a new list, then the Lease deleted.
 	srv.events <- `{"type":"MODIFIED","object":` + registrationLeaseAt(t, "b", peerB.endpoint(), now, time.Time{}, "6", gizmos) + `}`

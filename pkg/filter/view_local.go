@@ -72,6 +72,9 @@ type localDiscovery struct {
 	record atomic.Pointer[servedRecord]
 	// clock times the reads; tests set a fake one.
 	clock clock.WithTickerAndDelayedExecution
+	// onChange, when set, is called after each new document (the routing
+	// snapshot is published from it).
+	onChange func()
 }
 
 // metadataCache is the part of an informer the served record reads.
@@ -205,6 +208,14 @@ func (l *localDiscovery) metadataChanged() {
 
 func (l *localDiscovery) synced() bool       { return l.doc.Load() != nil }
 func (l *localDiscovery) current() *localDoc { return l.doc.Load() }
+
+// setDoc installs a new document and tells onChange.
+func (l *localDiscovery) setDoc(d *localDoc) {
+	l.doc.Store(d)
+	if l.onChange != nil {
+		l.onChange()
+	}
+}
 
 func (l *localDiscovery) poke() {
 	select {
@@ -422,7 +433,7 @@ func (l *localDiscovery) read(ctx context.Context, client *nopeer.Client, base s
 	if err != nil || notModified {
 		return err
 	}
-	l.doc.Store(newLocalDoc(prev, docs.API, docs.APIs, docs.APIETag, docs.APIsETag))
+	l.setDoc(newLocalDoc(prev, docs.API, docs.APIs, docs.APIETag, docs.APIsETag))
 	return nil
 }
 

@@ -16,6 +16,7 @@ package filter
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,19 +39,18 @@ const rebuildDelay = 50 * time.Millisecond
 
 // routingState keeps informer caches of PeerRoutingTable, APIServerPeer
 // and PeerAggregatedDiscovery, reached through the loopback client and the
-// aggregator, and an immutable routing table rebuilt from them. Once
+// aggregator, and what they say as one immutable value (routesValue),
+// swapped in whole: a reader sees the table, the merged discovery, whether
+// they synced and whether their source is down as of one moment. Once
 // synced, the caches keep routing if peerdiscovery-apiserver goes away.
 type routingState struct {
-	current  atomic.Pointer[routing.Table]
-	merged   atomic.Pointer[v1alpha1.PeerAggregatedDiscovery]
-	isSynced atomic.Bool
-	// sourceDown is set when a list or a watch of the view failed and
-	// cleared when one succeeds: the view cannot be read now (every
-	// peerdiscovery-apiserver replica down), so it may be stale.
-	sourceDown atomic.Bool
-	generation atomic.Uint64
-	dirty      chan struct{}
-	clock      clock.WithTickerAndDelayedExecution
+	current atomic.Pointer[routesValue]
+	mu      sync.Mutex // serializes writers of current
+	dirty   chan struct{}
+	clock   clock.WithTickerAndDelayedExecution
+	// onChange, when set, is called after each change of current (the
+	// routing snapshot is published from it).
+	onChange func()
 	// onPeerStopped, when set, is called for each peer that was ready and
 	// no longer is (or is gone), after the table that says so is in use.
 	onPeerStopped func(id string)
@@ -58,14 +58,46 @@ type routingState struct {
 	routes, peers, discovery cache.SharedIndexInformer
 }
 
+// routesValue is what the routes view knows at one moment; immutable.
+type routesValue struct {
+	// table is never nil (empty before the first rebuild).
+	table  *routing.Table
+	merged *v1alpha1.PeerAggregatedDiscovery
+	synced bool
+	// stale is set when a list or a watch of the view failed and cleared
+	// when one succeeds: the view cannot be read now (every
+	// peerdiscovery-apiserver replica down), so it may be stale.
+	stale bool
+}
+
 func newRoutingState() *routingState {
 	s := &routingState{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
-	s.current.Store(routing.NewTable(nil, nil))
+	s.current.Store(&routesValue{table: routing.NewTable(nil, nil)})
 	return s
 }
 
-func (s *routingState) table() *routing.Table { return s.current.Load() }
-func (s *routingState) synced() bool          { return s.isSynced.Load() }
+// value is the view's current state; read only.
+func (s *routingState) value() *routesValue { return s.current.Load() }
+
+func (s *routingState) table() *routing.Table { return s.value().table }
+func (s *routingState) synced() bool          { return s.value().synced }
+
+// update swaps in a changed copy of the current state, then tells
+// onChange; a change that changes nothing is not published.
+func (s *routingState) update(change func(*routesValue)) {
+	s.mu.Lock()
+	prev := s.current.Load()
+	next := *prev
+	change(&next)
+	changed := next != *prev
+	if changed {
+		s.current.Store(&next)
+	}
+	s.mu.Unlock()
+	if changed && s.onChange != nil {
+		s.onChange()
+	}
+}
 
 // peerReady tells whether the view says a peer is ready; a peer no
 // APIServerPeer names is left to the routing tables.
@@ -77,15 +109,16 @@ func (s *routingState) peerReady(id string) bool {
 // listsPeer tells whether the view lists a server (an APIServerPeer names
 // it), and whether the view is known at all (the caches synced).
 func (s *routingState) listsPeer(id string) (listed, known bool) {
-	if !s.synced() {
+	v := s.value()
+	if !v.synced {
 		return false, false
 	}
-	_, listed = s.table().Peer(id)
+	_, listed = v.table.Peer(id)
 	return listed, true
 }
 
 // mergedDiscovery returns the last PeerAggregatedDiscovery, or nil.
-func (s *routingState) mergedDiscovery() *v1alpha1.PeerAggregatedDiscovery { return s.merged.Load() }
+func (s *routingState) mergedDiscovery() *v1alpha1.PeerAggregatedDiscovery { return s.value().merged }
 
 func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
 	cfg := rest.CopyConfig(loopback)
@@ -128,17 +161,20 @@ func watchedFields(resource string) fields.Selector {
 	return fields.Everything()
 }
 
-// trackSource records in sourceDown whether lw's last list or watch
-// could be opened.
+// trackSource records in the state's stale whether lw's last list or
+// watch could be opened.
 func (s *routingState) trackSource(lw *cache.ListWatch) *cache.ListWatch {
-	return hookListWatch(lw, func(err error) { s.sourceDown.Store(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
-		s.sourceDown.Store(w == nil)
+	return hookListWatch(lw, func(err error) { s.setStale(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
+		s.setStale(w == nil)
 		return w
 	})
 }
 
-// stale tells whether the view cannot be read now.
-func (s *routingState) stale() bool { return s.sourceDown.Load() }
+func (s *routingState) setStale(stale bool) {
+	if s.value().stale != stale {
+		s.update(func(v *routesValue) { v.stale = stale })
+	}
+}
 
 // countRelists counts the full state reads of an informer after its first:
 // a List, or a watch that asks for the initial state (client-go's watch-list
@@ -268,7 +304,21 @@ func (s *routingState) rebuild(ctx context.Context) {
 		}
 	}
 	next := routing.NewTable(tables, peers)
-	prev := s.current.Swap(next)
+	// A deleted document must not be served on: without one, the chain
+	// answers with this server's own discovery.
+	var merged *v1alpha1.PeerAggregatedDiscovery
+	if o, ok, _ := s.discovery.GetStore().GetByKey(v1alpha1.PeerAggregatedDiscoveryName); ok {
+		merged, _ = o.(*v1alpha1.PeerAggregatedDiscovery)
+	}
+	var prev *routing.Table
+	nowSynced := false
+	s.update(func(v *routesValue) {
+		prev = v.table
+		v.table, v.merged = next, merged
+		if !v.synced && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
+			v.synced, nowSynced = true, true
+		}
+	})
 	if s.onPeerStopped != nil {
 		for _, p := range prev.Peers() {
 			if now, ok := next.Peer(p.ID); p.Ready && (!ok || !now.Ready) {
@@ -276,16 +326,7 @@ func (s *routingState) rebuild(ctx context.Context) {
 			}
 		}
 	}
-	// A deleted document must not be served on: without one, the chain
-	// answers with this server's own discovery.
-	var merged *v1alpha1.PeerAggregatedDiscovery
-	if o, ok, _ := s.discovery.GetStore().GetByKey(v1alpha1.PeerAggregatedDiscoveryName); ok {
-		merged, _ = o.(*v1alpha1.PeerAggregatedDiscovery)
-	}
-	s.merged.Store(merged)
-	s.generation.Add(1)
-	if !s.isSynced.Load() && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
-		s.isSynced.Store(true)
+	if nowSynced {
 		metrics.SetCacheSynced(true)
 		klog.FromContext(ctx).Info("peerdiscovery filter: routing caches synced; routing requests to peers", "routes", len(tables), "peers", len(peers))
 	}
@@ -307,7 +348,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 		}
 		if s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 			// An empty list syncs without events: rebuild once.
-			if !s.isSynced.Load() {
+			if !s.synced() {
 				s.rebuild(ctx)
 			}
 			return

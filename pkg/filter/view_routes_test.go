@@ -248,8 +248,8 @@ func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
 		} else {
 			_, _ = lw.List(metav1.ListOptions{})
 		}
-		if s.stale() != step.stale {
-			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.stale(), step.stale)
+		if s.value().stale != step.stale {
+			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.value().stale, step.stale)
 		}
 	}
 }

@@ -147,7 +147,7 @@ var OpenAPIRootLabels = Labels{Group: "openapi", Version: "v3"}
 func Proxied(ctx context.Context, l Labels, code int, took time.Duration) {
 	incRerouted(ctx, strconv.Itoa(code), l)
 	proxyLatency.WithLabelValues(l.Group, l.Resource).Observe(took.Seconds())
-	RoutedAnswer(code)
+	peerRouted.WithLabelValues(strconv.Itoa(code)).Inc() // as RoutedAnswer
 }
 
 // RoutedAnswer counts what the client got for a request routed to peers.

@@ -13,10 +13,17 @@
 // limitations under the License.
 
 // Package proxy sends a request to a peer kube-apiserver. proxy.go: the
-// candidates tried in order, failover where it is safe, what a failure
-// answers, the identity headers; transport.go: the connection pools (peer
-// CA, front-proxy client certificate, egress selector, HTTP/2 health
-// check); response.go: what is done to a peer's answer (read-ahead,
-// redirects, a stream's clean end); inflight.go: ending the attempts to a
-// peer that stopped answering.
+// candidates tried in order (each checked against the filter's current
+// routing snapshot just before its attempt), failover where it is safe,
+// what a failure answers, the identity headers; transport.go: the
+// connection pools (peer CA, front-proxy client certificate, egress
+// selector, HTTP/2 health check) and whether an attempt reached the peer;
+// response.go: what is done to a peer's answer (read-ahead, redirects, a
+// stream's clean end); writer.go: what the client was sent and what was
+// read of its body; buffers.go: the copy buffers; inflight.go: ending the
+// attempts to a peer that stopped answering.
+//
+// The files follow one attempt: each is entered at most twice by it (the
+// reverse proxy's callbacks are grouped so), which keeps a request easy
+// to follow.
 package proxy

@@ -52,28 +52,28 @@ type peerScope struct {
 	cancel context.CancelCauseFunc
 }
 
-func (in *inflight) scope(id string) *peerScope {
-	if s, ok := in.scopes.Load(id); ok {
-		return s.(*peerScope)
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	s, loaded := in.scopes.LoadOrStore(id, &peerScope{ctx: ctx, cancel: cancel})
-	if loaded {
-		cancel(nil)
-	}
-	return s.(*peerScope)
-}
-
 // bind returns the context of one attempt at a peer: it ends with the
-// request, or with errPeerStopped when the peer is stopped. done releases
-// it.
-func (in *inflight) bind(ctx context.Context, id string) (attempt context.Context, done func()) {
+// request, or with errPeerStopped when the peer is stopped. release ends
+// it, and tells whether the peer was stopped meanwhile.
+func (in *inflight) bind(ctx context.Context, id string) (attempt context.Context, release func() (stopped bool)) {
 	actx, cancel := context.WithCancelCause(ctx)
-	s := in.scope(id)
+	var s *peerScope
+	if v, ok := in.scopes.Load(id); ok {
+		s = v.(*peerScope)
+	} else {
+		sctx, scancel := context.WithCancelCause(context.Background())
+		v, loaded := in.scopes.LoadOrStore(id, &peerScope{ctx: sctx, cancel: scancel})
+		if loaded {
+			scancel(nil)
+		}
+		s = v.(*peerScope)
+	}
 	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
-	return actx, func() {
+	return actx, func() bool {
+		stopped := errors.Is(context.Cause(actx), errPeerStopped)
 		stop()
 		cancel(nil)
+		return stopped
 	}
 }
 

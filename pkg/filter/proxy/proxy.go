@@ -18,13 +18,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -107,9 +105,9 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		// Bound to the peer before its readiness is checked: a peer
 		// stopped after the check ends this attempt, one stopped before
 		// fails the check.
-		actx, done := p.inflight.bind(ctx, peer.ID)
-		if p.StillCandidate != nil && !p.StillCandidate(peer, t.GVR) {
-			done()
+		actx, release := p.inflight.bind(ctx, peer.ID)
+		if p.snapshot != nil && !p.snapshot().StillCandidate(peer, t.GVR, p.clock.Now()) {
+			release()
 			tried = append(tried, peer.ID)
 			continue
 		}
@@ -125,10 +123,9 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 			p.reverseProxy(peer.Endpoint, t.LongRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
 			reached = a.wroteHeaders.Load()
 		}
-		if peerStopped(actx) && tw.err != nil {
+		if release() && tw.err != nil {
 			tw.err = fmt.Errorf("%w: %v", errPeerStopped, tw.err)
 		}
-		done()
 		if tw.err == nil {
 			audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
@@ -183,11 +180,12 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 // registration Lease records a departure or lapsed over
 // routing.RecoveryWindow ago.
 func (p *Proxier) allGone(ids []string) bool {
-	if p.PeerGone == nil || len(ids) == 0 {
+	if p.snapshot == nil || len(ids) == 0 {
 		return false
 	}
+	snap, now := p.snapshot(), p.clock.Now()
 	for _, id := range ids {
-		if !p.PeerGone(id) {
+		if !snap.GoneForGood(id, now) {
 			return false
 		}
 	}
@@ -206,17 +204,6 @@ func annotateFailedOver(ctx context.Context, ids []string) {
 	if len(ids) > 0 {
 		audit.AddAuditAnnotation(ctx, status.AuditFailedOver, strings.Join(ids, ","))
 	}
-}
-
-// attempt records from the transport's own trace how far one try at a peer
-// got. Until the request headers are written the peer cannot have acted
-// on the request; after, it may have.
-type attempt struct {
-	wroteHeaders atomic.Bool
-}
-
-func (a *attempt) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{WroteHeaders: func() { a.wroteHeaders.Store(true) }}
 }
 
 // serveUpgrade proxies an upgrade (exec, attach, port-forward, websocket)
@@ -313,18 +300,9 @@ func (p *Proxier) reverseProxy(endpoint string, longRunning bool) *httputil.Reve
 			u, _ := apirequest.UserFrom(pr.In.Context())
 			setPeerHeaders(pr.Out, u)
 		},
-		Transport:  currentTransport{p: p, longRunning: longRunning},
-		BufferPool: &copyBuffers,
-		ModifyResponse: func(resp *http.Response) error {
-			if err := modifyResponse(resp); err != nil {
-				return err
-			}
-			if longRunning {
-				endCleanly(resp)
-				return nil // a stream: never held back
-			}
-			return readAhead(resp)
-		},
+		Transport:      currentTransport{p: p, longRunning: longRunning},
+		BufferPool:     &copyBuffers,
+		ModifyResponse: modifyResponse(longRunning),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if tw, ok := w.(*trackingWriter); ok {
 				tw.err = err
@@ -351,55 +329,8 @@ type errorRecorder struct{ tw *trackingWriter }
 
 func (e errorRecorder) Error(_ http.ResponseWriter, _ *http.Request, err error) { e.tw.err = err }
 
-// safeRead is true for reads: repeating them on another peer changes
-// nothing (upgrades are excluded by the caller).
-func safeRead(r *http.Request) bool {
-	return r.Method == http.MethodGet || r.Method == http.MethodHead
-}
-
-// replayableBody lets a request body be handed to a second peer when the
-// first could not be connected to: it records whether a byte was read and
-// ignores the transport's Close (the server closes the real body).
-type replayableBody struct {
-	io.ReadCloser
-	read atomic.Bool
-}
-
-func (b *replayableBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.read.Store(true)
-	}
-	return n, err
-}
-
-func (b *replayableBody) Close() error { return nil }
-func (b *replayableBody) used() bool   { return b.read.Load() }
-
-// trackingWriter records the status, whether anything was written and the
-// proxy's error, if any.
-type trackingWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-	err   error
-}
-
-func (t *trackingWriter) WriteHeader(code int) {
-	t.code, t.wrote = code, true
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *trackingWriter) Write(b []byte) (int, error) {
-	if !t.wrote {
-		t.code, t.wrote = http.StatusOK, true
-	}
-	return t.ResponseWriter.Write(b)
-}
-
-// Unwrap makes trackingWriter a responsewriter.UserProvidedDecorator.
-func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
-
+// status is the status the client got (the reverse proxy may write a
+// body without WriteHeader); here, beside Serve, its one reader.
 func (t *trackingWriter) status() int {
 	if t.code == 0 {
 		return http.StatusOK

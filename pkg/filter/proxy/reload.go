@@ -14,7 +14,10 @@
 
 package proxy
 
-import "k8s.io/apiserver/pkg/server/dynamiccertificates"
+import (
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
+	"k8s.io/utils/clock"
+)
 
 // Certificates are the reloaders of the peer CA and of the front-proxy
 // client certificate, for the filter's tests that change the files.
@@ -25,3 +28,7 @@ func (p *Proxier) Certificates() (*dynamiccertificates.DynamicFileCAContent, *dy
 // TransportsID identifies the current connection pools: it changes when a
 // CA reload rebuilt them.
 func (p *Proxier) TransportsID() any { return p.transports.Load() }
+
+// SetClock replaces the clock, before the first request: for the filter's
+// tests with a fake one, which the checks before each attempt must read.
+func (p *Proxier) SetClock(c clock.WithTickerAndDelayedExecution) { p.clock = c }

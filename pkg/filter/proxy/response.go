@@ -131,16 +131,28 @@ func (b *readAheadBody) Close() error {
 	return err
 }
 
-// modifyResponse refuses redirects and drops the peer's copies of headers
-// this server has set on the response already.
-func modifyResponse(resp *http.Response) error {
-	// The peer's Audit-ID is this request's (forwarded); the priority and
-	// fairness headers name the peer's flow schema, not the one that
-	// admitted the client here.
-	resp.Header.Del(auditinternal.HeaderAuditID)
-	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
-	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
-	return rejectRedirect(resp)
+// modifyResponse is a reverse proxy's ModifyResponse, all that is done to a
+// peer's answer in one place: the peer's copies of headers this server has
+// set already are dropped, a redirect is refused (rejectRedirect), and the
+// answer is then held back until its start is read (readAhead) or, for a
+// long-running request, streamed with a clean end (endCleanly).
+func modifyResponse(longRunning bool) func(*http.Response) error {
+	return func(resp *http.Response) error {
+		// The peer's Audit-ID is this request's (forwarded); the priority
+		// and fairness headers name the peer's flow schema, not the one
+		// that admitted the client here.
+		resp.Header.Del(auditinternal.HeaderAuditID)
+		resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
+		resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
+		if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+			rejectRedirect(resp)
+		}
+		if longRunning {
+			endCleanly(resp)
+			return nil // a stream: never held back
+		}
+		return readAhead(resp)
+	}
 }
 
 // rejectRedirect replaces a peer's redirect with a 502, as
@@ -148,22 +160,19 @@ func modifyResponse(resp *http.Response) error {
 // the client, or its credentials, elsewhere. The one exception keeps the
 // client on this server: an OpenAPI v3 document's redirect from a stale
 // hash to the current one, a path under /openapi/v3/ with no host.
-func rejectRedirect(resp *http.Response) error {
-	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
-		if sameServerOpenAPIRedirect(resp) {
-			return nil
-		}
-		_ = resp.Body.Close()
-		const msg = "the backend attempted to redirect this request, which is not permitted"
-		*resp = http.Response{
-			StatusCode:    http.StatusBadGateway,
-			Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
-			Body:          io.NopCloser(strings.NewReader(msg)),
-			ContentLength: int64(len(msg)),
-			Request:       resp.Request,
-		}
+func rejectRedirect(resp *http.Response) {
+	if sameServerOpenAPIRedirect(resp) {
+		return
 	}
-	return nil
+	_ = resp.Body.Close()
+	const msg = "the backend attempted to redirect this request, which is not permitted"
+	*resp = http.Response{
+		StatusCode:    http.StatusBadGateway,
+		Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
+		Body:          io.NopCloser(strings.NewReader(msg)),
+		ContentLength: int64(len(msg)),
+		Request:       resp.Request,
+	}
 }
 
 // openAPIPrefix starts the paths of OpenAPI v3 documents.
@@ -178,4 +187,10 @@ func sameServerOpenAPIRedirect(resp *http.Response) bool {
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	return err == nil && loc.Scheme == "" && loc.Host == "" && loc.User == nil &&
 		strings.HasPrefix(loc.Path, openAPIPrefix) && !strings.HasPrefix(resp.Header.Get("Location"), "//")
+}
+
+// safeRead is true for reads: repeating them on another peer changes
+// nothing (upgrades are excluded by the caller).
+func safeRead(r *http.Request) bool {
+	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }

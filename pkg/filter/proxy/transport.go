@@ -21,13 +21,13 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/egressselector"
@@ -67,16 +67,13 @@ type Proxier struct {
 	clock   clock.WithTickerAndDelayedExecution
 
 	// inflight lets the view end the requests in flight to a peer that
-	// stopped answering (StopPeer). StillCandidate tells whether a
-	// candidate may still be tried for a resource
-	// (routing.Snapshot.StillCandidate; nil: every candidate is tried).
-	inflight       inflight
-	StillCandidate func(p routing.Peer, gvr schema.GroupVersionResource) bool
-	// PeerGone tells whether a peer is gone for good (nil: never): its
-	// registration Lease recorded a departure or lapsed over
-	// routing.RecoveryWindow ago; for the answer when no candidate could
-	// be reached.
-	PeerGone func(id string) bool
+	// stopped answering (StopPeer).
+	inflight inflight
+	// snapshot is the filter's current routing snapshot (nil: every
+	// candidate is tried, none is gone): read before each attempt, so a
+	// candidate that stopped since the decision is skipped, and when none
+	// could be reached.
+	snapshot func() *routing.Snapshot
 
 	// proxies holds one reverse proxy per peer endpoint and kind of
 	// request (a handful: one per kube-apiserver), built once. Building one
@@ -94,13 +91,6 @@ type peerTransports struct {
 	long  *http.Transport // long-running (LongRunningFunc): no header timeout
 }
 
-func (t *peerTransports) pick(longRunning bool) *http.Transport {
-	if longRunning {
-		return t.long
-	}
-	return t.short
-}
-
 // Config is what a Proxier is built from (the filter's Options).
 type Config struct {
 	CAFile, ClientCertFile, ClientKeyFile string
@@ -110,6 +100,10 @@ type Config struct {
 	// requests that are not long-running.
 	HeaderTimeout time.Duration
 	HTTP2         HTTP2
+	// Snapshot returns the filter's current routing snapshot (nil: every
+	// candidate is tried); Clock is the filter's (nil: the real one).
+	Snapshot func() *routing.Snapshot
+	Clock    clock.WithTickerAndDelayedExecution
 }
 
 // HTTP2 is how connections to peers use HTTP/2.
@@ -133,7 +127,10 @@ func New(c Config) (*Proxier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err)
 	}
-	p := &Proxier{ca: ca, clientCert: cert, serverName: c.ServerName, headerTimeout: c.HeaderTimeout, http2: c.HTTP2, clock: clock.RealClock{}}
+	p := &Proxier{ca: ca, clientCert: cert, serverName: c.ServerName, headerTimeout: c.HeaderTimeout, http2: c.HTTP2, snapshot: c.Snapshot, clock: c.Clock}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
 	if err := p.rebuildTransport(); err != nil {
 		return nil, err
 	}
@@ -332,26 +329,20 @@ type currentTransport struct {
 }
 
 func (t currentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return t.p.transports.Load().pick(t.longRunning).RoundTrip(r)
+	ts := t.p.transports.Load()
+	if t.longRunning {
+		return ts.long.RoundTrip(r)
+	}
+	return ts.short.RoundTrip(r)
 }
 
-// copyBufferSize is httputil's default copy buffer size.
-const copyBufferSize = 32 << 10
-
-// copyBuffers pools the reverse proxies' copy buffers.
-var copyBuffers bufferPool
-
-type bufferPool struct{ pool sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if buf, ok := b.pool.Get().(*[copyBufferSize]byte); ok {
-		return buf[:]
-	}
-	return new([copyBufferSize]byte)[:]
+// attempt records from the transport's own trace how far one try at a peer
+// got. Until the request headers are written the peer cannot have acted
+// on the request; after, it may have.
+type attempt struct {
+	wroteHeaders atomic.Bool
 }
 
-func (b *bufferPool) Put(buf []byte) {
-	if len(buf) == copyBufferSize {
-		b.pool.Put((*[copyBufferSize]byte)(buf))
-	}
+func (a *attempt) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{WroteHeaders: func() { a.wroteHeaders.Store(true) }}
 }
