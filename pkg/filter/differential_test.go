@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/discovery"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -63,20 +64,20 @@ func TestFilterAgreesWithRouteReview(t *testing.T) {
 	for i := range cases {
 		now := time.Now()
 		state := genState(rng, now, ids, endpoints, gvrs)
-		e.f.state.setTable(routing.NewTable(state.tables, state.peers))
-		e.f.state.setSynced(state.synced)
-		e.f.state.setStale(state.stale)
+		e.f.views.Routes.SetTable(routing.NewTable(state.tables, state.peers))
+		e.f.views.Routes.SetSynced(state.synced)
+		e.f.views.Routes.SetStale(state.stale)
 		e.f.setSyncDeadline(timePtr(state.graceUntil))
-		e.f.leases.setRecords(state.records)
+		e.f.views.Leases.SetRecords(state.records)
 		e.setLocal(state.local...)
 		verb, path := genRequest(rng, gvrs)
-		if !state.synced && isDiscoveryPath(path) {
+		if !state.synced && discovery.IsDiscoveryPath(path) {
 			// A discovery document while not synced is the starting
 			// server's 503 (readiness, not routing): not a review's.
 			continue
 		}
 
-		status, err := routing.Review(e.f.snaps.Snapshot(), v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: selfID}, nil, time.Now())
+		status, err := routing.Review(e.f.views.Snapshot(), v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: selfID}, nil, time.Now())
 		if err != nil {
 			t.Fatalf("case %d: review %s %s: %v", i, verb, path, err)
 		}

@@ -45,7 +45,7 @@ func TestHandlerDecisions(t *testing.T) {
 		route(schemaGVR("example.com", "v1", "departed"), v1alpha1.RoutingPeer{ServerID: "d", Endpoint: ep, Left: true}),
 	}
 	tables[2].Status.ClusterWide, tables[2].Status.ClusterWideSource = true, "CustomResourceDefinition"
-	e.f.state.setTable(routing.NewTable(tables, apiServerPeers(tables, "c")))
+	e.f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables, "c")))
 
 	const (
 		local = iota
@@ -81,8 +81,8 @@ func TestHandlerDecisions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.f.state.setSynced(!tc.unsynced)
-			defer e.f.state.setSynced(true)
+			e.f.views.Routes.SetSynced(!tc.unsynced)
+			defer e.f.views.Routes.SetSynced(true)
 			if tc.inGrace {
 				e.f.setSyncDeadline(timePtr(time.Now().Add(time.Hour)))
 				defer e.f.setSyncDeadline(nil)

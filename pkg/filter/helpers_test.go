@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"maps"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -45,6 +44,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -168,7 +168,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	// The state a synced filter has: its own discovery and the routes.
 	e.setLocal(podsGVR)
 	e.setRoutes()
-	f.state.setSynced(true)
+	f.views.Routes.SetSynced(true)
 
 	e.front = httptest.NewUnstartedServer(e.withAudit(withRequestInfoAndUser(e.handler, func() user.Info { return e.user.Load() })))
 	e.front.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -225,17 +225,17 @@ func withRequestInfoAndUser(h http.Handler, u func() user.Info) http.Handler {
 
 // setLocal replaces this server's own discovery view.
 func (e *env) setLocal(gvrs ...schema.GroupVersionResource) {
-	prev := e.f.local.current()
-	d := &localDoc{Served: routing.NewServed(gvrs)}
+	prev := e.f.views.Local.Current()
+	d := &views.LocalDoc{Served: routing.NewServed(gvrs)}
 	if prev != nil {
-		d.generation = prev.generation + 1
+		d.Generation = prev.Generation + 1
 	}
-	e.f.local.setDoc(d)
+	e.f.views.Local.SetDoc(d)
 }
 
 // setRoutes replaces the routing table; every server it lists is ready.
 func (e *env) setRoutes(tables ...*v1alpha1.PeerRoutingTable) {
-	e.f.state.setTable(routing.NewTable(tables, apiServerPeers(tables)))
+	e.f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables)))
 }
 
 // apiServerPeers are the APIServerPeers of every server the tables list,
@@ -419,30 +419,19 @@ func writeInitialEvents(w http.ResponseWriter, r *http.Request, apiVersion, kind
 
 func timePtr(t time.Time) *time.Time { return &t }
 
-// The views' setters for tests: each swaps in state as the informers
-// would, and so publishes the routing snapshot.
-func (s *routingState) setTable(t *routing.Table) {
-	s.update(func(v *routesValue) { v.table = t })
-}
-
-func (s *routingState) setSynced(synced bool) {
-	s.update(func(v *routesValue) { v.synced = synced })
-}
-
-func (s *routingState) setMerged(m *v1alpha1.PeerAggregatedDiscovery) {
-	s.update(func(v *routesValue) { v.merged = m })
-}
-
-func (l *leaseRecords) setRecords(r routing.Records) {
-	l.update(func(m routing.Records) {
-		clear(m)
-		maps.Copy(m, r)
-	})
-}
-
 // setClock makes the filter, and the proxy's checks before each attempt,
 // read clk.
 func (f *Filter) setClock(clk clock.WithTickerAndDelayedExecution) {
 	f.clock = clk
 	f.proxy.SetClock(clk)
+}
+
+func peerWithReady(id, endpoint string, status metav1.ConditionStatus, rv string) *v1alpha1.APIServerPeer {
+	return &v1alpha1.APIServerPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: id, ResourceVersion: rv},
+		Spec:       v1alpha1.APIServerPeerSpec{ServerID: id, Endpoint: endpoint},
+		Status: v1alpha1.APIServerPeerStatus{Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionReady, Status: status, Reason: "Test"},
+		}},
+	}
 }

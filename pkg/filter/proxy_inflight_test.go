@@ -16,12 +16,10 @@ package filter
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,64 +27,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
-	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
-
-// TestRoutingStateStopsPeersThatTurnNotReady: a peer that was ready and
-// no longer is (or is gone) is stopped once, after the table that says so
-// is in use; a peer that never was ready is not.
-func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
-	metrics.Register() // the state reports its sync through them
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lws := map[string]*fakeLW{
-		"peerroutingtables": newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
-		"apiserverpeers": newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{
-			*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1"),
-			*peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "1"),
-		}}),
-		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
-	}
-	s := newRoutingState()
-	var mu sync.Mutex
-	var stopped []string
-	s.onPeerStopped = func(id string) {
-		mu.Lock()
-		defer mu.Unlock()
-		// The table in use says so already.
-		if p, _ := s.table().Peer(id); p.Ready {
-			t.Errorf("%s stopped while the table in use has it ready", id)
-		}
-		stopped = append(stopped, id)
-	}
-	got := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(stopped)
-	}
-	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
-	eventually(t, "synced", s.synced)
-
-	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
-	eventually(t, "b stopped", func() bool { return slices.Equal(got(), []string{"b"}) })
-	// Not ready from the start: nothing in flight to stop.
-	lws["apiserverpeers"].w.Add(peerWithReady("c", "10.0.0.3:6443", metav1.ConditionFalse, "3"))
-	// Gone while ready.
-	lws["apiserverpeers"].w.Delete(peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "4"))
-	eventually(t, "d stopped", func() bool { return slices.Equal(got(), []string{"b", "d"}) })
-	// b, not ready already, goes: no second stop.
-	lws["apiserverpeers"].w.Delete(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "5"))
-	eventually(t, "b gone", func() bool { _, ok := s.table().Peer("b"); return !ok })
-	if g := got(); !slices.Equal(g, []string{"b", "d"}) {
-		t.Errorf("stopped %v, want [b d]", g)
-	}
-}
 
 // hangingPeer takes requests and never answers until the filter gives up
 // on them; received gets one value per request.
@@ -100,14 +46,14 @@ func hangingPeer(e *env, received chan<- string) *testPeer {
 // setView installs routes and the APIServerPeers that say who is ready, as
 // the informers would.
 func (e *env) setView(tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
-	e.f.state.setTable(routing.NewTable(tables, peers))
+	e.f.views.Routes.SetTable(routing.NewTable(tables, peers))
 }
 
 // markNotReady is what the routing state does when an APIServerPeer turns
 // not ready: the new table first, then the peer is stopped.
 func (e *env) markNotReady(id string, tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
 	e.setView(tables, peers...)
-	e.f.state.onPeerStopped(id)
+	e.f.peerStopped(id)
 }
 
 // TestStoppedPeerEndsRequestsInFlight: requests in flight to a peer that
@@ -255,12 +201,12 @@ func TestDepartedPeerFinishesRequestsInFlight(t *testing.T) {
 				done <- e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{"kind":"Widget"}`)))
 			}()
 			<-received
-			e.f.leases.set(klog.Background(), tc.lease("p1", leaving.endpoint()))
+			e.f.views.Leases.Record(klog.Background(), tc.lease("p1", leaving.endpoint()))
 			start := time.Now()
 			e.markNotReady("p1", tables, peerWithReady("p1", leaving.endpoint(), metav1.ConditionFalse, "2"))
 			if tc.later != nil {
 				time.Sleep(departureNoticeGrace / 4)
-				e.f.leases.set(klog.Background(), tc.later("p1", leaving.endpoint()))
+				e.f.views.Leases.Record(klog.Background(), tc.later("p1", leaving.endpoint()))
 			}
 			if tc.wantCode == http.StatusCreated {
 				// Past the grace: a stop would have ended the attempt.

@@ -21,7 +21,6 @@ import (
 
 	"k8s.io/apiserver/pkg/server/healthz"
 
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -75,7 +74,7 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 
 // pastReadinessBound: SyncGracePeriod since the post-start hook has passed.
 func (f *Filter) pastReadinessBound(now time.Time) bool {
-	deadline := f.syncDeadline.Load()
+	deadline := f.views.SyncDeadline()
 	return deadline != nil && !now.Before(*deadline)
 }
 
@@ -83,7 +82,7 @@ func (f *Filter) pastReadinessBound(now time.Time) bool {
 // its current discovery; false without an error when readiness need not
 // wait for that (the filter is off, the bound passed, nothing syncs).
 func (f *Filter) routableByPeers(now time.Time) (bool, error) {
-	deadline := f.syncDeadline.Load()
+	deadline := f.views.SyncDeadline()
 	switch {
 	case !f.opts.Enabled():
 		return false, nil
@@ -91,19 +90,15 @@ func (f *Filter) routableByPeers(now time.Time) (bool, error) {
 		return false, fmt.Errorf("the peerdiscovery filter has not started yet")
 	case f.pastReadinessBound(now):
 		return false, nil // bounded: serve as stock kube-apiserver would
-	case !f.state.synced() || !f.local.synced():
+	case !f.views.Routes.Synced() || !f.views.Local.Synced():
 		started := deadline.Add(-f.opts.SyncGracePeriod)
 		if now.Sub(started) >= unsyncedReadyAfter {
 			return false, nil
 		}
 		return false, fmt.Errorf("the peerdiscovery filter's routing caches are not synced yet")
 	}
-	local := f.local.current().apisETag
-	for _, obj := range f.state.peers.GetStore().List() {
-		p, ok := obj.(*v1alpha1.APIServerPeer)
-		if !ok || p.Spec.ServerID != f.serverID {
-			continue
-		}
+	local := f.views.Local.Current().APIsETag
+	if p, ok := f.views.Routes.PeerObject(f.serverID); ok {
 		if rp := routing.PeerFromObject(p); !rp.Ready {
 			return false, fmt.Errorf("peers cannot route to this server yet: its APIServerPeer %s is not ready", p.Name)
 		}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 )
 
 // A server holds back readiness at start until peerdiscovery lists it
@@ -59,10 +60,11 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	routable(start.Add(time.Second), false, "not synced yet")
 	routable(start.Add(unsyncedReadyAfter), false, "") // nothing syncs: no hold past it
 
-	f.local.setDoc(&localDoc{apisETag: `"new"`})
-	f.state.setSynced(true)
-	f.state.peers = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.APIServerPeer{}, 0, cache.Indexers{})
-	store := f.state.peers.GetStore()
+	f.views.Local.SetDoc(&views.LocalDoc{APIsETag: `"new"`})
+	f.views.Routes.SetSynced(true)
+	peers := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.APIServerPeer{}, 0, cache.Indexers{})
+	f.views.Routes.SetPeers(peers)
+	store := peers.GetStore()
 	now := start.Add(time.Second)
 	routable(now, false, "lists no APIServerPeer apiserver-me")
 
@@ -94,7 +96,7 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	f.routableSince.Store(timePtr(time.Now().Add(-routableSettle)))
 	expect(f.ReadyzCheck().Check(nil), "")
 	// Latched: a later discovery change does not take the server out.
-	f.local.setDoc(&localDoc{apisETag: `"with-a-new-crd"`})
+	f.views.Local.SetDoc(&views.LocalDoc{APIsETag: `"with-a-new-crd"`})
 	expect(f.ReadyzCheck().Check(nil), "")
 }
 

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
@@ -37,14 +37,14 @@ import (
 // rebuildDelay coalesces bursts of watch events into one table rebuild.
 const rebuildDelay = 50 * time.Millisecond
 
-// routingState keeps informer caches of PeerRoutingTable, APIServerPeer
+// Routes keeps informer caches of PeerRoutingTable, APIServerPeer
 // and PeerAggregatedDiscovery, reached through the loopback client and the
-// aggregator, and what they say as one immutable value (routesValue),
+// aggregator, and what they say as one immutable value (RoutesState),
 // swapped in whole: a reader sees the table, the merged discovery, whether
 // they synced and whether their source is down as of one moment. Once
 // synced, the caches keep routing if peerdiscovery-apiserver goes away.
-type routingState struct {
-	current atomic.Pointer[routesValue]
+type Routes struct {
+	current atomic.Pointer[RoutesState]
 	mu      sync.Mutex // serializes writers of current
 	dirty   chan struct{}
 	clock   clock.WithTickerAndDelayedExecution
@@ -58,33 +58,33 @@ type routingState struct {
 	routes, peers, discovery cache.SharedIndexInformer
 }
 
-// routesValue is what the routes view knows at one moment; immutable.
-type routesValue struct {
-	// table is never nil (empty before the first rebuild).
-	table  *routing.Table
-	merged *v1alpha1.PeerAggregatedDiscovery
-	synced bool
-	// stale is set when a list or a watch of the view failed and cleared
+// RoutesState is what the routes view knows at one moment; immutable.
+type RoutesState struct {
+	// Table is never nil (empty before the first rebuild).
+	Table  *routing.Table
+	Merged *v1alpha1.PeerAggregatedDiscovery
+	Synced bool
+	// Stale is set when a list or a watch of the view failed and cleared
 	// when one succeeds: the view cannot be read now (every
 	// peerdiscovery-apiserver replica down), so it may be stale.
-	stale bool
+	Stale bool
 }
 
-func newRoutingState() *routingState {
-	s := &routingState{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
-	s.current.Store(&routesValue{table: routing.NewTable(nil, nil)})
+func newRoutes() *Routes {
+	s := &Routes{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
+	s.current.Store(&RoutesState{Table: routing.NewTable(nil, nil)})
 	return s
 }
 
 // value is the view's current state; read only.
-func (s *routingState) value() *routesValue { return s.current.Load() }
+func (s *Routes) Current() *RoutesState { return s.current.Load() }
 
-func (s *routingState) table() *routing.Table { return s.value().table }
-func (s *routingState) synced() bool          { return s.value().synced }
+func (s *Routes) table() *routing.Table { return s.Current().Table }
+func (s *Routes) Synced() bool          { return s.Current().Synced }
 
 // update swaps in a changed copy of the current state, then tells
 // onChange; a change that changes nothing is not published.
-func (s *routingState) update(change func(*routesValue)) {
+func (s *Routes) update(change func(*RoutesState)) {
 	s.mu.Lock()
 	prev := s.current.Load()
 	next := *prev
@@ -99,26 +99,36 @@ func (s *routingState) update(change func(*routesValue)) {
 	}
 }
 
-// peerReady tells whether the view says a peer is ready; a peer no
+// PeerReady tells whether the view says a peer is ready; a peer no
 // APIServerPeer names is left to the routing tables.
-func (s *routingState) peerReady(id string) bool {
+func (s *Routes) PeerReady(id string) bool {
 	p, ok := s.table().Peer(id)
 	return !ok || p.Ready
 }
 
-// listsPeer tells whether the view lists a server (an APIServerPeer names
+// ListsPeer tells whether the view lists a server (an APIServerPeer names
 // it), and whether the view is known at all (the caches synced).
-func (s *routingState) listsPeer(id string) (listed, known bool) {
-	v := s.value()
-	if !v.synced {
+func (s *Routes) ListsPeer(id string) (listed, known bool) {
+	v := s.Current()
+	if !v.Synced {
 		return false, false
 	}
-	_, listed = v.table.Peer(id)
+	_, listed = v.Table.Peer(id)
 	return listed, true
 }
 
-// mergedDiscovery returns the last PeerAggregatedDiscovery, or nil.
-func (s *routingState) mergedDiscovery() *v1alpha1.PeerAggregatedDiscovery { return s.value().merged }
+// PeerObject is the APIServerPeer of server id, if the view has one.
+func (s *Routes) PeerObject(id string) (*v1alpha1.APIServerPeer, bool) {
+	if s.peers == nil {
+		return nil, false
+	}
+	for _, obj := range s.peers.GetStore().List() {
+		if p, ok := obj.(*v1alpha1.APIServerPeer); ok && p.Spec.ServerID == id {
+			return p, true
+		}
+	}
+	return nil, false
+}
 
 func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
 	cfg := rest.CopyConfig(loopback)
@@ -135,7 +145,7 @@ func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
 	return rest.RESTClientFor(cfg)
 }
 
-func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
+func (s *Routes) Start(ctx context.Context, loopback *rest.Config) error {
 	client, err := newRESTClient(loopback)
 	if err != nil {
 		return err
@@ -163,16 +173,16 @@ func watchedFields(resource string) fields.Selector {
 
 // trackSource records in the state's stale whether lw's last list or
 // watch could be opened.
-func (s *routingState) trackSource(lw *cache.ListWatch) *cache.ListWatch {
+func (s *Routes) trackSource(lw *cache.ListWatch) *cache.ListWatch {
 	return hookListWatch(lw, func(err error) { s.setStale(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
 		s.setStale(w == nil)
 		return w
 	})
 }
 
-func (s *routingState) setStale(stale bool) {
-	if s.value().stale != stale {
-		s.update(func(v *routesValue) { v.stale = stale })
+func (s *Routes) setStale(stale bool) {
+	if s.Current().Stale != stale {
+		s.update(func(v *RoutesState) { v.Stale = stale })
 	}
 }
 
@@ -246,7 +256,7 @@ func hookListWatch(lw *cache.ListWatch, listed func(error), watched func(metav1.
 
 // run starts the informers over the list-watchers lw gives for each
 // resource, the table rebuilds and the sync report.
-func (s *routingState) run(ctx context.Context, lw func(resource string) cache.ListerWatcher) {
+func (s *Routes) run(ctx context.Context, lw func(resource string) cache.ListerWatcher) {
 	inf := func(resource string, obj runtime.Object) cache.SharedIndexInformer {
 		i := cache.NewSharedIndexInformer(lw(resource), obj, 0, cache.Indexers{})
 		_, _ = i.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -266,14 +276,14 @@ func (s *routingState) run(ctx context.Context, lw func(resource string) cache.L
 	go s.reportSync(ctx)
 }
 
-func (s *routingState) markDirty() {
+func (s *Routes) markDirty() {
 	select {
 	case s.dirty <- struct{}{}:
 	default:
 	}
 }
 
-func (s *routingState) rebuildLoop(ctx context.Context) {
+func (s *Routes) rebuildLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -290,7 +300,7 @@ func (s *routingState) rebuildLoop(ctx context.Context) {
 	}
 }
 
-func (s *routingState) rebuild(ctx context.Context) {
+func (s *Routes) rebuild(ctx context.Context) {
 	var tables []*v1alpha1.PeerRoutingTable
 	for _, o := range s.routes.GetStore().List() {
 		if t, ok := o.(*v1alpha1.PeerRoutingTable); ok {
@@ -312,11 +322,11 @@ func (s *routingState) rebuild(ctx context.Context) {
 	}
 	var prev *routing.Table
 	nowSynced := false
-	s.update(func(v *routesValue) {
-		prev = v.table
-		v.table, v.merged = next, merged
-		if !v.synced && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
-			v.synced, nowSynced = true, true
+	s.update(func(v *RoutesState) {
+		prev = v.Table
+		v.Table, v.Merged = next, merged
+		if !v.Synced && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
+			v.Synced, nowSynced = true, true
 		}
 	})
 	if s.onPeerStopped != nil {
@@ -334,7 +344,7 @@ func (s *routingState) rebuild(ctx context.Context) {
 
 // reportSync logs, once, while peerdiscovery-apiserver cannot be reached:
 // the server then serves everything locally.
-func (s *routingState) reportSync(ctx context.Context) {
+func (s *Routes) reportSync(ctx context.Context) {
 	metrics.SetCacheSynced(false)
 	t := s.clock.NewTicker(time.Second)
 	defer t.Stop()
@@ -348,7 +358,7 @@ func (s *routingState) reportSync(ctx context.Context) {
 		}
 		if s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 			// An empty list syncs without events: rebuild once.
-			if !s.synced() {
+			if !s.Synced() {
 				s.rebuild(ctx)
 			}
 			return

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -62,7 +63,7 @@ func peerWithReady(id, endpoint string, status metav1.ConditionStatus, rv string
 	}
 }
 
-func decideWidgets(s *routingState) routing.Result {
+func decideWidgets(s *Routes) routing.Result {
 	return routing.Decide(&routing.Snapshot{Table: s.table(), Self: selfID, Local: routing.NewServed(nil)}, routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, time.Now())
 }
 
@@ -79,17 +80,17 @@ func TestRoutingStateFollowsTheInformers(t *testing.T) {
 		"apiserverpeers":            newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1")}}),
 		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.PeerAggregatedDiscovery{*merged}}),
 	}
-	s := newRoutingState()
-	if s.synced() || s.table().Len() != 0 {
+	s := newRoutes()
+	if s.Synced() || s.table().Len() != 0 {
 		t.Fatal("a new state must be empty and not synced")
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
 
-	eventually(t, "synced", s.synced)
+	eventually(t, "synced", s.Synced)
 	if res := decideWidgets(s); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].ID != "b" {
 		t.Fatalf("after sync: %s %v", res.Decision, res.Candidates)
 	}
-	if d := s.mergedDiscovery(); d == nil || d.ResourceVersion != "1" {
+	if d := s.Current().Merged; d == nil || d.ResourceVersion != "1" {
 		t.Fatalf("merged discovery %v", d)
 	}
 
@@ -116,11 +117,11 @@ func TestRoutingStateFollowsTheInformers(t *testing.T) {
 	merged2 := mergedDiscovery(t, "4", nil, nil)
 	lws["peeraggregateddiscoveries"].w.Modify(merged2)
 	eventually(t, "new merged discovery", func() bool {
-		d := s.mergedDiscovery()
+		d := s.Current().Merged
 		return d != nil && d.ResourceVersion == "4"
 	})
 	lws["peeraggregateddiscoveries"].w.Delete(merged2)
-	eventually(t, "merged discovery dropped", func() bool { return s.mergedDiscovery() == nil })
+	eventually(t, "merged discovery dropped", func() bool { return s.Current().Merged == nil })
 }
 
 // TestRoutingStateSyncsWithEmptyLists: empty lists bring no events; the
@@ -133,10 +134,10 @@ func TestRoutingStateSyncsWithEmptyLists(t *testing.T) {
 		"apiserverpeers":            newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
 		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
 	}
-	s := newRoutingState()
+	s := newRoutes()
 	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
-	eventually(t, "synced", s.synced)
-	if s.table().Len() != 0 || s.mergedDiscovery() != nil {
+	eventually(t, "synced", s.Synced)
+	if s.table().Len() != 0 || s.Current().Merged != nil {
 		t.Fatal("empty lists must give an empty state")
 	}
 }
@@ -193,11 +194,11 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := newRoutingState()
-	if err := s.start(ctx, &rest.Config{Host: srv.URL}); err != nil {
+	s := newRoutes()
+	if err := s.Start(ctx, &rest.Config{Host: srv.URL}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "synced", s.synced)
+	eventually(t, "synced", s.Synced)
 	eventually(t, "every resource read", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -223,7 +224,7 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 // the view marks it stale (every replica down), the next one that works
 // marks it current again.
 func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
-	s := newRoutingState()
+	s := newRoutes()
 	fail := false
 	lw := s.trackSource(&cache.ListWatch{
 		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
@@ -248,8 +249,58 @@ func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
 		} else {
 			_, _ = lw.List(metav1.ListOptions{})
 		}
-		if s.value().stale != step.stale {
-			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.value().stale, step.stale)
+		if s.Current().Stale != step.stale {
+			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.Current().Stale, step.stale)
 		}
+	}
+}
+
+// TestRoutingStateStopsPeersThatTurnNotReady: a peer that was ready and
+// no longer is (or is gone) is stopped once, after the table that says so
+// is in use; a peer that never was ready is not.
+func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
+	metrics.Register() // the state reports its sync through them
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lws := map[string]*fakeLW{
+		"peerroutingtables": newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+		"apiserverpeers": newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{
+			*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1"),
+			*peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "1"),
+		}}),
+		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+	}
+	s := newRoutes()
+	var mu sync.Mutex
+	var stopped []string
+	s.onPeerStopped = func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		// The table in use says so already.
+		if p, _ := s.table().Peer(id); p.Ready {
+			t.Errorf("%s stopped while the table in use has it ready", id)
+		}
+		stopped = append(stopped, id)
+	}
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(stopped)
+	}
+	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
+	eventually(t, "synced", s.Synced)
+
+	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
+	eventually(t, "b stopped", func() bool { return slices.Equal(got(), []string{"b"}) })
+	// Not ready from the start: nothing in flight to stop.
+	lws["apiserverpeers"].w.Add(peerWithReady("c", "10.0.0.3:6443", metav1.ConditionFalse, "3"))
+	// Gone while ready.
+	lws["apiserverpeers"].w.Delete(peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "4"))
+	eventually(t, "d stopped", func() bool { return slices.Equal(got(), []string{"b", "d"}) })
+	// b, not ready already, goes: no second stop.
+	lws["apiserverpeers"].w.Delete(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "5"))
+	eventually(t, "b gone", func() bool { _, ok := s.table().Peer("b"); return !ok })
+	if g := got(); !slices.Equal(g, []string{"b", "d"}) {
+		t.Errorf("stopped %v, want [b d]", g)
 	}
 }

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package discovery
 
 import (
 	"crypto/sha512"
@@ -35,6 +35,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -60,7 +61,7 @@ type legacyView struct {
 	etags map[any]string // group name, group-version or "" (the list) -> ETag
 }
 
-func newLegacyView(api, apis []apidiscoveryv2.APIGroupDiscovery, local *localDoc) *legacyView {
+func newLegacyView(api, apis []apidiscoveryv2.APIGroupDiscovery, local *views.LocalDoc) *legacyView {
 	groups, lists, _ := discovery.SplitGroupsAndResources(apidiscoveryv2.APIGroupDiscoveryList{Items: apis})
 	_, core, _ := discovery.SplitGroupsAndResources(apidiscoveryv2.APIGroupDiscoveryList{Items: api})
 	for gv, l := range core {
@@ -90,7 +91,7 @@ func newLegacyView(api, apis []apidiscoveryv2.APIGroupDiscovery, local *localDoc
 			}
 		}
 	}
-	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{local.api, local.apis} {
+	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{local.API, local.APIs} {
 		for _, g := range doc {
 			for _, ver := range g.Versions {
 				if v.localVersions[g.Name] == nil {
@@ -200,8 +201,8 @@ type groupKey string
 
 // serveGroup answers /apis/<group> with the merged APIGroup when peers
 // serve versions of it this server does not.
-func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string) bool {
-	v := f.discovery.legacyView(f.serverID)
+func (d *Server) serveGroup(w http.ResponseWriter, r *http.Request, name string) bool {
+	v := d.legacyView(d.self)
 	if v == nil {
 		return false
 	}
@@ -218,13 +219,13 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 	// Not in the merged view: 503 while a server that served it has left
 	// and its tombstone stands, as for its resources, or while a live
 	// peer's registration Lease records it and no view lists it yet.
-	res := routing.DecideGroup(f.snaps.Snapshot(), name, f.clock.Now())
+	res := routing.DecideGroup(d.views.Snapshot(), name, d.now())
 	if res.Decision != v1alpha1.RouteUnavailable {
 		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceLocal)
 		return false
 	}
 	metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceUnavailable)
-	f.groupVersionUnavailable(w, r, res)
+	d.groupVersionUnavailable(w, r, res)
 	return true
 }
 
@@ -232,12 +233,12 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 // group-version a peer serves more of than this server: proxied to a peer
 // serving all of it (its bytes are the answer), or, when no single server
 // does, the list derived from the combined aggregated view.
-func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(f.snaps.Snapshot(), gv, f.clock.Now())
+func (d *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
+	res := routing.DecideGroupVersion(d.views.Snapshot(), gv, d.now())
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceUnavailable)
-		f.groupVersionUnavailable(w, r, res)
+		d.groupVersionUnavailable(w, r, res)
 		return true
 	case v1alpha1.RouteProxy:
 	default:
@@ -249,10 +250,10 @@ func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	}
 	if !res.Split {
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourcePeer)
-		f.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, About: status.GroupVersionSubject(gv)})
+		d.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, About: status.GroupVersionSubject(gv)})
 		return true
 	}
-	v := f.discovery.legacyView(f.serverID)
+	v := d.legacyView(d.self)
 	if v == nil || v.lists[gv] == nil {
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceLocal)
 		return false
