@@ -120,7 +120,7 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
 			a := &attempt{}
-			p.reverseProxy(peer.Endpoint, t.LongRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
+			p.reverseProxy(peer.Endpoint, t.LongRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{WroteHeaders: a.wroteRequest})))
 			reached = a.wroteHeaders.Load()
 		}
 		if release() && tw.err != nil {

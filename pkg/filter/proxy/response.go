@@ -87,7 +87,9 @@ func (b *streamBody) Close() error {
 // proxied GET in flight, pooled.
 const MaxReadAheadBytes = 64 << 10
 
-var readAheadBuffers = sync.Pool{New: func() any { b := make([]byte, MaxReadAheadBytes); return &b }}
+// readAheadBuffers pools the read-ahead buffers (no New: readAhead makes
+// one when the pool has none, without a callback).
+var readAheadBuffers sync.Pool
 
 // readAhead reads the start of a safe read's answer before its headers go
 // to the client. A peer that dies within it (a SIGKILL in the middle of a
@@ -99,7 +101,11 @@ func readAhead(resp *http.Response) error {
 	if resp.Request == nil || !safeRead(resp.Request) || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	bp := readAheadBuffers.Get().(*[]byte)
+	bp, _ := readAheadBuffers.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, MaxReadAheadBytes)
+		bp = &b
+	}
 	n, err := io.ReadFull(resp.Body, *bp)
 	switch err {
 	case nil: // more to come: the rest streams after the start
@@ -120,14 +126,16 @@ func readAhead(resp *http.Response) error {
 // the buffer (the reverse proxy closes the body once it is copied).
 type readAheadBody struct {
 	io.Reader
-	rest      io.Closer
-	buf       *[]byte
-	closeOnce sync.Once
+	rest   io.Closer
+	buf    *[]byte
+	closed atomic.Bool
 }
 
 func (b *readAheadBody) Close() error {
 	err := b.rest.Close()
-	b.closeOnce.Do(func() { readAheadBuffers.Put(b.buf) })
+	if b.closed.CompareAndSwap(false, true) { // the buffer goes back once
+		readAheadBuffers.Put(b.buf)
+	}
 	return err
 }
 
