@@ -125,7 +125,7 @@ build_one() {
       exit 0
     fi
     log::info "kube-apiserver ${version}: go build (a cold build takes ~9 min on 2 cores)"
-    # v1.35's upstream peer-proxy metrics differ (pkg/filter/upstreammetrics_k8s135.go).
+    # v1.35's upstream peer-proxy metrics differ (pkg/filter/metrics/upstream_k8s135.go).
     local tags=""
     if [[ "${kube_minor}" == "35" ]]; then
       tags="peerdiscovery_k8s135"

@@ -240,7 +240,11 @@ func run(ctx context.Context, opts options.CompletedOptions, peer peerFlags) err
 		return err
 	}
 
+	// The environment tunes HTTP/2 to peers as it tunes every other client
+	// of kube-apiserver (DISABLE_HTTP2, HTTP2_*_SECONDS).
+	peerHTTP2 := filter.PeerHTTP2FromEnvironment()
 	f, err := filter.New(filter.Options{
+		PeerHTTP2:           &peerHTTP2,
 		PeerCAFile:          peer.caFile,
 		ProxyClientCertFile: opts.ProxyClientCertFile,
 		ProxyClientKeyFile:  opts.ProxyClientKeyFile,

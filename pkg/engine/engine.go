@@ -119,6 +119,10 @@ type peerState struct {
 	// recordedFrom is the recorded list the documents were built from
 	// when they are a recorded list (Recorded).
 	recordedFrom []peerlease.ServedResource
+	// unidentified: the peer is known only from an EndpointSlice, under
+	// its address (no Lease gives it an ID); set when it is created, so
+	// that a Lease at that address later is known for the same server.
+	unidentified bool
 }
 
 // scrapeResult is one finished scrape, handed back to the Run goroutine.

@@ -53,6 +53,9 @@ type observed struct {
 	retiredBy string
 	// acquired and renewed order the identities claiming one endpoint.
 	acquired, renewed time.Time
+	// fromSlice: only an EndpointSlice lists the server, under its
+	// address: no Lease identifies it.
+	fromSlice bool
 }
 
 // newer orders identities deterministically from their Leases:
@@ -86,7 +89,7 @@ func (e *Engine) recordRegistrations(byID map[string]*idLeases) {
 		if reg == nil {
 			continue
 		}
-		r := &routing.Record{ID: id, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, DepartedAt: reg.DepartedAt}
+		r := &routing.Record{ID: id, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, Departed: reg.Departed(), DepartedAt: reg.DepartedAt}
 		if reg.Served != nil {
 			prev, ok := e.servedSets[id]
 			if !ok || len(prev.list) != len(reg.Served) || (len(reg.Served) > 0 && &prev.list[0] != &reg.Served[0]) {
@@ -323,7 +326,7 @@ func (e *Engine) addSliceEndpoints(out map[string]*observed, claimed map[string]
 			// unclaimed one is its own peer.
 			o := out[ep]
 			if o == nil {
-				o = &observed{endpoint: ep, sources: map[v1alpha1.PeerSource]bool{}, live: true}
+				o = &observed{endpoint: ep, sources: map[v1alpha1.PeerSource]bool{}, live: true, fromSlice: true}
 				out[ep] = o
 			}
 			o.sources[v1alpha1.PeerSourceEndpointSlice] = true

@@ -209,10 +209,16 @@ func TestEngineEndpointSlice(t *testing.T) {
 	if p := peerOf(v, idB); !slices.Equal(sources(p), []v1alpha1.PeerSource{v1alpha1.PeerSourceEndpointSlice, v1alpha1.PeerSourceRegistrationLease}) {
 		t.Errorf("b's sources: %v", sources(p))
 	}
-	for _, e := range h.drainEvents() {
+	events := h.drainEvents()
+	for _, e := range events {
 		if strings.Contains(e, ReasonLeft) {
 			t.Errorf("event %q: the address peer did not leave", e)
 		}
+	}
+	// Recognised by its marker (known only from the EndpointSlice), not
+	// by its ID being its address.
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, ReasonRemoved) }) {
+		t.Errorf("no %s event for the address peer now known as b: %v", ReasonRemoved, events)
 	}
 }
 

@@ -148,7 +148,7 @@ func (e *Engine) reconcilePeer(ctx context.Context, id string, o *observed, now 
 func (e *Engine) joinedPeer(p *peerState, id string, o *observed, now time.Time) *peerState {
 	switch {
 	case p == nil:
-		p = &peerState{Peer: compute.Peer{ServerID: id, ReadyReason: "Pending", ReadyMessage: "discovery not read yet", ReadyTransition: now}}
+		p = &peerState{Peer: compute.Peer{ServerID: id, ReadyReason: "Pending", ReadyMessage: "discovery not read yet", ReadyTransition: now}, unidentified: o.fromSlice}
 		e.peers[id] = p
 		e.event(p, corev1.EventTypeNormal, ReasonJoined, "Peer %s joined at %s", id, o.endpoint)
 	case p.Left:
@@ -204,7 +204,7 @@ func (e *Engine) forgetUnobserved(obs map[string]*observed, now time.Time) {
 		if _, ok := obs[id]; ok {
 			continue
 		}
-		if other, ok := byEndpoint[p.Endpoint]; ok && id == p.Endpoint && !p.Left {
+		if other, ok := byEndpoint[p.Endpoint]; ok && p.unidentified && !p.Left {
 			// A peer known only by its EndpointSlice address now has a lease
 			// at that address: the same server under its real ID, not a
 			// server that left.

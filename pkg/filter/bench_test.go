@@ -69,6 +69,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -157,13 +158,13 @@ func newBenchSetup(b testing.TB, next http.Handler) *benchSetup {
 	// Ours, in the state its informers give it.
 	f := newBenchFilter(b, pki)
 	ours := f.WrapHandler(next, &genericapiserver.Config{APIServerID: selfID, Serializer: testSerializer})
-	f.local.doc.Store(&localDoc{Served: routing.NewServed([]schema.GroupVersionResource{podsGVR, {Group: "apps", Version: "v1", Resource: "deployments"}})})
+	f.views.Local.SetDoc(&views.LocalDoc{Served: routing.NewServed([]schema.GroupVersionResource{podsGVR, {Group: "apps", Version: "v1", Resource: "deployments"}})})
 	tables := []*v1alpha1.PeerRoutingTable{
 		route(podsGVR, readyPeer(selfID, "127.0.0.1:6443"), readyPeer(benchPeerID, peerEndpoint)),
 		route(widgetsGVR, readyPeer(benchPeerID, peerEndpoint)),
 	}
-	f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
-	f.state.isSynced.Store(true)
+	f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables)))
+	f.views.Routes.SetSynced(true)
 
 	// Upstream's, fed through its exported API.
 	holder := benchPeerID

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/discovery"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -63,20 +64,20 @@ func TestFilterAgreesWithRouteReview(t *testing.T) {
 	for i := range cases {
 		now := time.Now()
 		state := genState(rng, now, ids, endpoints, gvrs)
-		e.f.state.current.Store(routing.NewTable(state.tables, state.peers))
-		e.f.state.isSynced.Store(state.synced)
-		e.f.state.sourceDown.Store(state.stale)
-		e.f.syncDeadline.Store(state.graceUntil.UnixNano())
-		e.f.leases.current.Store(&state.records)
+		e.f.views.Routes.SetTable(routing.NewTable(state.tables, state.peers))
+		e.f.views.Routes.SetSynced(state.synced)
+		e.f.views.Routes.SetStale(state.stale)
+		e.f.setSyncDeadline(timePtr(state.graceUntil))
+		e.f.views.Leases.SetRecords(state.records)
 		e.setLocal(state.local...)
 		verb, path := genRequest(rng, gvrs)
-		if !state.synced && isDiscoveryPath(path) {
+		if !state.synced && discovery.IsDiscoveryPath(path) {
 			// A discovery document while not synced is the starting
 			// server's 503 (readiness, not routing): not a review's.
 			continue
 		}
 
-		status, err := routing.Review(e.f.snapshot(), v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: selfID}, nil, time.Now())
+		status, err := routing.Review(e.f.views.Snapshot(), v1alpha1.RouteReviewSpec{Verb: verb, Path: path, SourcePeer: selfID}, nil, time.Now())
 		if err != nil {
 			t.Fatalf("case %d: review %s %s: %v", i, verb, path, err)
 		}
@@ -174,7 +175,7 @@ func genState(rng *rand.Rand, now time.Time, ids []string, endpoints map[string]
 		case 1:
 			r.Expires = now.Add(-20 * time.Second)
 		case 2:
-			r.DepartedAt = renewed
+			r.Departed, r.DepartedAt = true, renewed
 		}
 		s.records[id] = r
 		s.desc = append(s.desc, fmt.Sprintf("%s lease renewed %v ago live=%v records %v", id, now.Sub(renewed).Round(time.Second), r.Live(now), served))

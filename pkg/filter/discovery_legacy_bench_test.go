@@ -26,6 +26,7 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -65,7 +66,7 @@ type legacyBench struct {
 func newLegacyBench(b testing.TB) *legacyBench {
 	b.Helper()
 	pki := newTestPKI(b)
-	root := discovery.NewRootAPIsHandler(discovery.DefaultAddresses{DefaultAddress: "127.0.0.1:6443"}, codecs)
+	root := discovery.NewRootAPIsHandler(discovery.DefaultAddresses{DefaultAddress: "127.0.0.1:6443"}, testSerializer)
 	mux := http.NewServeMux()
 	var merged []apidiscoveryv2.APIGroupDiscovery
 	var localDocs []apidiscoveryv2.APIGroupDiscovery
@@ -73,7 +74,7 @@ func newLegacyBench(b testing.TB) *legacyBench {
 	for g := 0; g < legacyBenchGroups; g++ {
 		gv := legacyBenchGV(g)
 		res := legacyBenchResources(g)
-		h := discovery.NewAPIVersionHandler(codecs, gv, discovery.APIResourceListerFunc(func() []metav1.APIResource { return res }))
+		h := discovery.NewAPIVersionHandler(testSerializer, gv, discovery.APIResourceListerFunc(func() []metav1.APIResource { return res }))
 		mux.Handle("/apis/"+gv.Group+"/"+gv.Version, h)
 		if g == 0 {
 			lb.upstreamVersion = h
@@ -97,7 +98,7 @@ func newLegacyBench(b testing.TB) *legacyBench {
 		lb.upstreamVersion.ServeHTTP(w, r)
 	})
 	lb.ours = f.WrapHandler(next, &genericapiserver.Config{APIServerID: selfID, Serializer: testSerializer})
-	f.local.doc.Store(newLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}, localDocs, "", ""))
+	f.views.Local.SetDoc(views.NewLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}, localDocs, "", ""))
 	var tables []*v1alpha1.PeerRoutingTable
 	for g, d := range merged {
 		for _, r := range d.Versions[0].Resources {
@@ -109,15 +110,15 @@ func newLegacyBench(b testing.TB) *legacyBench {
 			}
 		}
 	}
-	f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
-	f.state.merged.Store(&v1alpha1.PeerAggregatedDiscovery{
+	f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables)))
+	f.views.Routes.SetMerged(&v1alpha1.PeerAggregatedDiscovery{
 		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName, ResourceVersion: "1"},
 		Status: v1alpha1.PeerAggregatedDiscoveryStatus{
 			API:  v1alpha1.DiscoveryDocument{Items: []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}},
 			APIs: v1alpha1.DiscoveryDocument{Items: merged},
 		},
 	})
-	f.state.isSynced.Store(true)
+	f.views.Routes.SetSynced(true)
 	return lb
 }
 

@@ -16,12 +16,10 @@ package filter
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +86,7 @@ func legacyEnv(t *testing.T) (*env, *testPeer) {
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("certificates.k8s.io", "v1", "certificatesigningrequests")},
 	)
-	e.f.state.merged.Store(mergedDiscovery(t, "1",
+	e.f.views.Routes.SetMerged(mergedDiscovery(t, "1",
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},
 		[]apidiscoveryv2.APIGroupDiscovery{
 			dgroup("apps", "v1", "deployments"),
@@ -303,7 +301,7 @@ func TestLegacyResourceListWhenNoServerServesAllOfIt(t *testing.T) {
 		route(ctbGVR, readyPeer("p1", peer.endpoint())),
 		route(pcrGVR, readyPeer("p2", other.endpoint())),
 	)
-	e.f.state.merged.Store(mergedDiscovery(t, "2",
+	e.f.views.Routes.SetMerged(mergedDiscovery(t, "2",
 		[]apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")},
 		[]apidiscoveryv2.APIGroupDiscovery{func() apidiscoveryv2.APIGroupDiscovery {
 			g := dgroup("certificates.k8s.io", "v1", "certificatesigningrequests", "clustertrustbundles", "podcertificaterequests")
@@ -344,18 +342,5 @@ func TestLegacyResourceListWhenNoServerServesAllOfIt(t *testing.T) {
 		if r, _, _ := e.get(t, "/apis/certificates.k8s.io/v1", http.Header{"If-None-Match": {etag}}); r.StatusCode != http.StatusNotModified {
 			t.Errorf("If-None-Match: %d", r.StatusCode)
 		}
-	}
-}
-
-// Peers get a new ID on every restart: the OpenAPI root cache must not keep
-// the roots of IDs that are gone.
-func TestPeerOpenAPIRootsAreBoundedByTime(t *testing.T) {
-	var c peerOpenAPIRoots
-	start := time.Now()
-	for i := 0; i < 100; i++ {
-		c.put(fmt.Sprintf("restarted-%d", i), cachedRoot{at: start.Add(time.Duration(i) * time.Second)})
-	}
-	if n := len(c.roots); n > int(peerRootTTL/time.Second)+1 {
-		t.Fatalf("%d roots kept for 100 IDs seen over 100 s; want only those within %v", n, peerRootTTL)
 	}
 }

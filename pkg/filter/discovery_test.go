@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 )
 
@@ -73,7 +74,7 @@ func mergedDiscovery(t *testing.T, rv string, api, apis []apidiscoveryv2.APIGrou
 
 // setLocalDiscovery replaces this server's own documents.
 func (e *env) setLocalDiscovery(api, apis []apidiscoveryv2.APIGroupDiscovery) {
-	e.f.local.doc.Store(newLocalDoc(e.f.local.doc.Load(), api, apis, "", ""))
+	e.f.views.Local.SetDoc(views.NewLocalDoc(e.f.views.Local.Current(), api, apis, "", ""))
 }
 
 type discoveryResponse struct {
@@ -153,7 +154,7 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 		dgroup("peer.example.com", "v1", "things"), // served by a peer only
 	}
 	merged := mergedDiscovery(t, "7", mergedAPI, mergedAPIs)
-	e.f.state.merged.Store(merged)
+	e.f.views.Routes.SetMerged(merged)
 	localAPI := []apidiscoveryv2.APIGroupDiscovery{dgroup("", "v1", "pods")}
 	e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("example.com", "v1", "widgets")})
 
@@ -273,21 +274,21 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 	t.Run("a new merged document replaces the old one", func(t *testing.T) {
 		e.setLocalDiscovery(localAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments")})
 		next := mergedDiscovery(t, "8", mergedAPI, []apidiscoveryv2.APIGroupDiscovery{dgroup("apps", "v1", "deployments"), dgroup("new.example.com", "v1", "news")})
-		e.f.state.merged.Store(next)
+		e.f.views.Routes.SetMerged(next)
 		r := e.getDiscovery(t, "/apis", discovery.AcceptV2, strconv.Quote(merged.Status.APIs.ETag))
 		if r.code != http.StatusOK || r.etag != strconv.Quote(next.Status.APIs.ETag) || !reflect.DeepEqual(groupNames(r.items), []string{"apps", "new.example.com"}) {
 			t.Fatalf("%d %s %v", r.code, r.etag, groupNames(r.items))
 		}
 	})
 	t.Run("caches not synced, past the start window: passed to the chain", func(t *testing.T) {
-		e.f.state.isSynced.Store(false)
-		defer e.f.state.isSynced.Store(true)
+		e.f.views.Routes.SetSynced(false)
+		defer e.f.views.Routes.SetSynced(true)
 		e.f.started.Store(true)
 		defer e.f.started.Store(false)
 		// The post-start hook ran unsyncedReadyAfter ago: the server is
 		// ready, as stock when no peerdiscovery-apiserver is reachable.
-		e.f.syncDeadline.Store(time.Now().Add(e.f.opts.SyncGracePeriod - unsyncedReadyAfter - time.Second).UnixNano())
-		defer e.f.syncDeadline.Store(0)
+		e.f.setSyncDeadline(timePtr(time.Now().Add(e.f.opts.SyncGracePeriod - unsyncedReadyAfter - time.Second)))
+		defer e.f.setSyncDeadline(nil)
 		if r := e.getDiscovery(t, "/apis", discovery.AcceptV2, ""); !r.local {
 			t.Fatal("served by the filter while not synced")
 		}
@@ -298,13 +299,13 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 	// behind (test/upgradedrill, a cold CI run). Until synced, within the
 	// start window, every discovery document is a 503.
 	t.Run("caches not synced, in the start window: 503", func(t *testing.T) {
-		e.f.state.isSynced.Store(false)
-		defer e.f.state.isSynced.Store(true)
+		e.f.views.Routes.SetSynced(false)
+		defer e.f.views.Routes.SetSynced(true)
 		for _, started := range []bool{false, true} {
 			e.f.started.Store(started)
 			if started {
 				// The post-start hook ran a moment ago.
-				e.f.syncDeadline.Store(time.Now().Add(e.f.opts.SyncGracePeriod - time.Second).UnixNano())
+				e.f.setSyncDeadline(timePtr(time.Now().Add(e.f.opts.SyncGracePeriod - time.Second)))
 			}
 			for _, c := range []struct{ path, accept string }{
 				{"/apis", discovery.AcceptV2},
@@ -332,10 +333,10 @@ func TestPeerAggregatedDiscovery(t *testing.T) {
 			}
 		}
 		e.f.started.Store(false)
-		e.f.syncDeadline.Store(0)
+		e.f.setSyncDeadline(nil)
 	})
 	t.Run("no merged document yet: passed to the chain", func(t *testing.T) {
-		e.f.state.merged.Store(nil)
+		e.f.views.Routes.SetMerged(nil)
 		if r := e.getDiscovery(t, "/apis", discovery.AcceptV2, ""); !r.local {
 			t.Fatal("served by the filter without a merged document")
 		}

@@ -31,6 +31,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -117,8 +118,8 @@ func TestProxyEveryCandidateRefusesWhileTheViewLags(t *testing.T) {
 			e.setLocal()
 			p1, p2 := closedEndpoint(t), closedEndpoint(t)
 			e.setRoutes(route(widgetsGVR, readyPeer("p1", p1), readyPeer("p2", p2)))
-			e.f.leases.set(klog.Background(), lapsedLease("p1", p1))
-			e.f.leases.set(klog.Background(), tc.p2("p2", p2))
+			e.f.views.Leases.Record(klog.Background(), lapsedLease("p1", p1))
+			e.f.views.Leases.Record(klog.Background(), tc.p2("p2", p2))
 			resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil))
 			checkUnavailable(t, resp, readBody(t, resp), tc.msg, tc.retryAfter)
 		})
@@ -219,7 +220,7 @@ func TestProxyReadCutMidAnswer(t *testing.T) {
 		repeated bool
 	}{
 		{"within the read-ahead", 100, true},
-		{"beyond the read-ahead", 2 * maxReadAheadBytes, false},
+		{"beyond the read-ahead", 2 * proxy.MaxReadAheadBytes, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
@@ -276,7 +277,7 @@ func TestUnavailableNamesAWaitWhileAPeerMayRecover(t *testing.T) {
 			peers := apiServerPeers(tables, "p1")
 			peers[0].Status.Conditions[0].Reason = tc.reason
 			peers[0].Status.Conditions[0].LastTransitionTime = metav1.NewTime(tc.since)
-			e.f.state.current.Store(routing.NewTable(tables, peers))
+			e.f.views.Routes.SetTable(routing.NewTable(tables, peers))
 			resp := e.do(e.newRequest(http.MethodGet, "/apis/example.com/v1/namespaces/ns1/widgets", nil))
 			body := readBody(t, resp)
 			checkUnavailable(t, resp, body, "none is ready", tc.retryAfter)

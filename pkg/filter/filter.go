@@ -19,30 +19,30 @@
 // that can, using the routing state served by peerdiscovery-apiserver, and
 // serves the peer-aggregated /apis.
 //
-// The files, by job:
+// The files and packages, by job:
 //
 //   - filter.go: New, the hooks, and the handler: the routing decision
 //     (pkg/routing) for each request and where it goes; options.go: what
-//     the filter takes from kube-apiserver's flags; snapshot.go: the
-//     routing.Snapshot every decision reads; readiness.go: the readyz check; registration.go: this server's
-//     registration Lease (what it serves, its departure) and the
-//     collection of old ones; status.go: the Status answers the filter
-//     writes itself (503 with Retry-After, 502, 504).
-//   - view_*.go: what the filter knows. view_routes.go: informers on the
-//     peerdiscovery.k8s.io objects and the routing table built from them;
-//     view_local.go: this server's own (profile=nopeer) discovery;
-//     view_leases.go: the registration Leases, from this server's own
-//     watch cache.
-//   - proxy*.go: sending a request to a peer. proxy.go: candidates,
-//     failover and what a failure answers; proxy_transport.go: the
-//     connection pools; proxy_response.go: what is done to a peer's answer
-//     (read-ahead, redirects, a stream's clean end); proxy_inflight.go:
-//     ending the attempts to a peer that stopped answering.
-//   - discovery*.go: discovery and OpenAPI for the whole cluster.
-//     discovery.go: the dispatcher and the aggregated /apis;
-//     discovery_legacy.go: the legacy forms; discovery_openapi.go: OpenAPI
-//     v3.
-//   - metrics.go, upstreammetrics*.go: metrics (upstream's names kept).
+//     the filter takes from kube-apiserver's flags; readiness.go: the
+//     readyz check; registration.go: this server's registration Lease
+//     (what it serves, its departure) and the collection of old ones.
+//   - package views: what the filter knows (the peerdiscovery.k8s.io
+//     objects and the routing table built from them, the registration
+//     Leases from this server's own watch cache, this server's own
+//     discovery) and the routing.Snapshot published from them.
+//   - package discovery: discovery and OpenAPI for the whole cluster.
+//   - package proxy: sending a request to a peer (candidates, failover,
+//     connection pools, a peer's answer, ending the attempts to a peer
+//     that stopped answering).
+//   - package status: the Status answers the filter writes itself (503
+//     with or without Retry-After, 502, 504) and the audit annotations.
+//   - package metrics: metrics (upstream's names kept).
+//
+// A proxied request: the handler reads the views' current snapshot (one
+// pointer), routing.Decide picks the candidates, and proxy.Serve tries
+// them, reading the snapshot again before each attempt (a candidate that
+// stopped since the decision is skipped). A discovery request goes to
+// discovery.Server.Serve, which reads the same views.
 //
 // It must compile against the k8s.io libraries of every release the
 // project builds (hack/verify-filter-builds.sh checks), so it imports no
@@ -71,11 +71,25 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/discovery"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // PeerProxiedHeader marks a request a peer already proxied (upstream's name).
-const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
+const PeerProxiedHeader = proxy.PeerProxiedHeader
+
+// Audit annotations on the source server's event (status names them).
+const (
+	AuditDecision    = status.AuditDecision
+	AuditProxiedTo   = status.AuditProxiedTo
+	AuditFailedOver  = status.AuditFailedOver
+	AuditError       = status.AuditError
+	AuditRouteSource = status.AuditRouteSource
+)
 
 // Filter is one kube-apiserver's peer routing filter.
 type Filter struct {
@@ -85,34 +99,26 @@ type Filter struct {
 	// Set by WrapHandler from the aggregator's generic config.
 	serverID      string
 	binaryVersion string
-	answers       answers
+	answers       status.Answers
 	longRunning   apirequest.LongRunningRequestCheck
 	// clock is the real clock; tests set a fake one.
-	clock clock.PassiveClock
+	clock clock.WithTickerAndDelayedExecution
 
-	proxy     *proxier
-	local     *localDiscovery
-	state     *routingState
-	discovery *peerDiscovery
-	// leases is what each server's registration Lease records it serves,
-	// read from this server's own watch cache: never a 404 for those.
-	leases *leaseRecords
-	// openAPIRoots caches peers' /openapi/v3 documents.
-	openAPIRoots peerOpenAPIRoots
-	// snaps is what every routing decision reads: the views above, as one
-	// immutable routing.Snapshot.
-	snaps snapshots
+	proxy *proxy.Proxier
+	// views is what the filter knows (the routes, the registration
+	// Leases, its own discovery) and the routing.Snapshot every decision
+	// reads; the sync grace's end (when the post-start hook ran plus
+	// SyncGracePeriod) is kept there.
+	views     *views.Views
+	discovery *discovery.Server
 
 	started atomic.Bool
-	// syncDeadline is when the post-start hook ran plus SyncGracePeriod
-	// (Unix nanoseconds; 0 before the hook).
-	syncDeadline atomic.Int64
 	// registrar keeps the registration Lease; set by the post-start hook.
 	registrar atomic.Pointer[registrar]
 	// routableLatched is set once ReadyzCheck passed; routableSince is
-	// when it first found peers able to route here (Unix ns, 0: not now).
+	// when it first found peers able to route here (nil: they cannot now).
 	routableLatched atomic.Bool
-	routableSince   atomic.Int64
+	routableSince   atomic.Pointer[time.Time]
 }
 
 // New validates the options and builds a filter. A filter whose options
@@ -147,32 +153,38 @@ func New(opts Options) (*Filter, error) {
 	if opts.RegistrationLeaseGCInterval == 0 {
 		opts.RegistrationLeaseGCInterval = DefaultRegistrationLeaseGCInterval
 	}
-	registerMetrics()
-	f := &Filter{opts: opts, state: newRoutingState(), local: newLocalDiscovery(), clock: clock.RealClock{}}
-	f.leases = newLeaseRecords(func() time.Time { return f.clock.Now() })
+	if opts.PeerHTTP2 == nil {
+		h2 := DefaultPeerHTTP2
+		opts.PeerHTTP2 = &h2
+	}
+	metrics.Register()
+	f := &Filter{opts: opts, clock: clock.RealClock{}}
+	f.views = views.New(views.Config{Now: f.now, OnPeerStopped: f.peerStopped})
 	if !opts.Enabled() {
-		filterEnabled.Set(0)
+		metrics.SetEnabled(false)
 		// No context reaches New: the process's logger.
 		klog.Background().Info("peerdiscovery filter disabled: --peer-ca-file is not set; requests for resources this kube-apiserver does not serve get its own answer (404)")
 		return f, nil
 	}
-	filterEnabled.Set(1)
+	metrics.SetEnabled(true)
 	ep, err := opts.endpoint()
 	if err != nil {
 		return nil, err
 	}
 	f.endpoint = ep
-	if f.proxy, err = newProxier(opts.PeerCAFile, opts.ProxyClientCertFile, opts.ProxyClientKeyFile, opts.PeerServerName, opts.PeerResponseHeaderTimeout); err != nil {
+	f.proxy, err = proxy.New(proxy.Config{
+		CAFile: opts.PeerCAFile, ClientCertFile: opts.ProxyClientCertFile, ClientKeyFile: opts.ProxyClientKeyFile,
+		ServerName: opts.PeerServerName, HeaderTimeout: opts.PeerResponseHeaderTimeout, HTTP2: *opts.PeerHTTP2,
+		Snapshot: f.views.Snapshot, Clock: f.clock,
+	})
+	if err != nil {
 		return nil, err
 	}
-	f.proxy.stillCandidate = func(p routing.Peer, gvr schema.GroupVersionResource) bool {
-		return f.snapshot().StillCandidate(p, gvr, f.clock.Now())
-	}
-	f.proxy.peerGone = func(id string) bool { return f.snapshot().GoneForGood(id, f.clock.Now()) }
-	f.state.onPeerStopped = f.peerStopped
-	f.discovery = newPeerDiscovery(f.local, f.state)
 	return f, nil
 }
+
+// now reads the filter's clock, which tests replace after New.
+func (f *Filter) now() time.Time { return f.clock.Now() }
 
 // departureNoticeGrace is how long a peer that the view stopped while its
 // registration Lease still looks live here is given for this server's own
@@ -191,17 +203,17 @@ const departureNoticeGrace = 2 * time.Second
 // completed: a 504 in the upgrade drill at the SIGTERM of a rolling
 // upgrade). Its new requests go elsewhere all the same: it is not ready.
 func (f *Filter) peerStopped(id string) {
-	switch f.leases.state(id) {
-	case leaseDeparted:
+	switch f.views.Leases.State(id) {
+	case views.LeaseDeparted:
 		return
-	case leaseLive:
-		time.AfterFunc(departureNoticeGrace, func() {
-			if f.leases.state(id) != leaseDeparted && !f.state.peerReady(id) {
-				f.proxy.inflight.stop(id)
+	case views.LeaseLive:
+		f.clock.AfterFunc(departureNoticeGrace, func() {
+			if f.views.Leases.State(id) != views.LeaseDeparted && !f.views.Routes.PeerReady(id) {
+				f.proxy.StopPeer(id)
 			}
 		})
 	default:
-		f.proxy.inflight.stop(id)
+		f.proxy.StopPeer(id)
 	}
 }
 
@@ -213,14 +225,16 @@ func (f *Filter) WrapHandler(h http.Handler, c *genericapiserver.Config) http.Ha
 		return h
 	}
 	f.serverID = c.APIServerID
+	f.views.SetSelf(c.APIServerID)
 	f.binaryVersion = version.Get().GitVersion
-	f.answers = answers{serializer: c.Serializer, retryAfter: f.opts.RetryAfterSeconds}
-	f.proxy.answers = f.answers
-	f.proxy.useEgressSelector(c.EgressSelector)
+	f.answers = status.Answers{Serializer: c.Serializer, RetryAfter: f.opts.RetryAfterSeconds}
+	f.proxy.Answers = f.answers
+	f.proxy.UseEgressSelector(c.EgressSelector)
 	f.longRunning = c.LongRunningFunc
 	if f.longRunning == nil {
 		f.longRunning = defaultLongRunning
 	}
+	f.discovery = discovery.New(discovery.Config{Views: f.views, Proxy: f.proxy, Answers: f.answers, Self: f.serverID, Now: f.now, Starting: f.starting})
 	return &handler{f: f, next: h}
 }
 
@@ -243,20 +257,15 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 		return nil
 	}
 	logger := klog.FromContext(hookCtx)
-	f.syncDeadline.Store(f.clock.Now().Add(f.opts.SyncGracePeriod).UnixNano())
+	deadline := f.clock.Now().Add(f.opts.SyncGracePeriod)
+	f.setSyncDeadline(&deadline)
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
-	f.proxy.run(ctx)
-	if err := f.local.start(ctx, loopback, f.opts.LocalRefreshInterval); err != nil {
+	f.proxy.Run(ctx)
+	if err := f.views.Start(ctx, loopback, f.opts.LocalRefreshInterval); err != nil {
 		return err
 	}
-	if err := f.state.start(ctx, loopback); err != nil {
-		return err
-	}
-	if err := f.leases.start(ctx, loopback); err != nil {
-		return err
-	}
-	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.local.servedRecord, f.state.listsPeer, f.opts, f.clock)
+	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.views.Local.ServedRecord, f.views.Routes.ListsPeer, f.opts, f.clock)
 	if err != nil {
 		return err
 	}
@@ -287,7 +296,10 @@ func (f *Filter) PreShutdownHook() error {
 
 // Synced reports whether both the local discovery and the routing caches
 // are filled, i.e. whether the filter routes.
-func (f *Filter) Synced() bool { return f.local.synced() && f.state.synced() }
+func (f *Filter) Synced() bool { return f.views.Synced() }
+
+// setSyncDeadline records when the sync grace ends (nil: not started).
+func (f *Filter) setSyncDeadline(d *time.Time) { f.views.SetSyncDeadline(d) }
 
 // handler is the wrapped chain.
 type handler struct {
@@ -303,7 +315,7 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !info.IsResourceRequest {
-		if f.serveDiscovery(w, r, h.next) {
+		if f.discovery.Serve(w, r, h.next) {
 			return
 		}
 		h.next.ServeHTTP(w, r)
@@ -314,47 +326,46 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
 	}
-	res := routing.Decide(f.snapshot(), req, f.clock.Now())
+	res := routing.Decide(f.views.Snapshot(), req, f.clock.Now())
 	switch res.Decision {
 	case v1alpha1.RouteProxy:
 		if res.ByLease {
 			audit.AddAuditAnnotation(r.Context(), AuditRouteSource, "registration-lease")
 		}
-		f.proxy.serve(w, r, target{candidates: res.Candidates, gvr: res.GVR, about: resourceSubject(res.GVR), longRunning: f.longRunning(r, info)})
+		f.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, GVR: res.GVR, About: status.ResourceSubject(res.GVR), LongRunning: f.longRunning(r, info)})
 	case v1alpha1.RouteUnavailable:
 		if res.Unsynced() {
 			// The GVR comes from the client and is known to no routing
 			// state yet: it must not become a metric label.
-			proxyError(r.Context(), "unsynced", unknownGVR)
-			peerRoutedAnswer(http.StatusServiceUnavailable)
+			metrics.ProxyError(r.Context(), metrics.ErrorUnsynced, metrics.UnknownLabels)
+			metrics.RoutedAnswer(http.StatusServiceUnavailable)
 			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
-			f.answers.retryLater(w, r, resourceSubject(req.GVR), res.Reason())
+			f.answers.RetryLater(w, r, status.ResourceSubject(req.GVR), res.Reason())
 			return
 		}
 		audit.AddAuditAnnotation(r.Context(), AuditDecision, string(v1alpha1.RouteUnavailable))
 		if res.RetryAfter {
-			f.answers.unavailable(w, r, resourceSubject(req.GVR), res.Reason())
+			f.answers.Unavailable(w, r, status.ResourceSubject(req.GVR), res.Reason())
 		} else {
-			f.answers.noneReady(w, r, resourceSubject(req.GVR), res.Reason())
+			f.answers.NoneReady(w, r, status.ResourceSubject(req.GVR), res.Reason())
 		}
 	default:
 		h.next.ServeHTTP(w, r)
 	}
 }
 
-// groupVersionUnavailable answers a group-version document's Unavailable
-// decision: 503 with Retry-After while the view lags behind a live server
-// that records it ("unrouted"), else without.
-func (f *Filter) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, res routing.GroupVersionResult) {
-	s := groupVersionSubject(res.GroupVersion)
-	if !res.RetryAfter() {
-		f.answers.noneReady(w, r, s, res.Reason())
-		return
+// starting is true before the post-start hook has run and for
+// unsyncedReadyAfter after it: while an unsynced filter holds this server's
+// readiness (ReadyzCheck), a discovery document is a 503 rather than the
+// local chain's alone. Past it the server is ready, and a cluster without
+// a reachable peerdiscovery-apiserver (the bootstrap of one, too) is
+// served as stock kube-apiserver serves it.
+func (f *Filter) starting() bool {
+	deadline := f.views.SyncDeadline()
+	if !f.started.Load() || deadline == nil {
+		return true
 	}
-	// The client chose what it asked for: not a metric label (as for
-	// unsynced).
-	proxyError(r.Context(), "unrouted", unknownGVR)
-	peerRoutedAnswer(http.StatusServiceUnavailable)
-	audit.AddAuditAnnotation(r.Context(), AuditDecision, "unrouted")
-	f.answers.retryLater(w, r, s, res.Reason())
+	now := f.clock.Now()
+	hookRan := deadline.Add(-f.opts.SyncGracePeriod)
+	return now.Sub(hookRan) < unsyncedReadyAfter && now.Before(*deadline)
 }

@@ -45,7 +45,7 @@ func TestHandlerDecisions(t *testing.T) {
 		route(schemaGVR("example.com", "v1", "departed"), v1alpha1.RoutingPeer{ServerID: "d", Endpoint: ep, Left: true}),
 	}
 	tables[2].Status.ClusterWide, tables[2].Status.ClusterWideSource = true, "CustomResourceDefinition"
-	e.f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables, "c")))
+	e.f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables, "c")))
 
 	const (
 		local = iota
@@ -81,11 +81,11 @@ func TestHandlerDecisions(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			e.f.state.isSynced.Store(!tc.unsynced)
-			defer e.f.state.isSynced.Store(true)
+			e.f.views.Routes.SetSynced(!tc.unsynced)
+			defer e.f.views.Routes.SetSynced(true)
 			if tc.inGrace {
-				e.f.syncDeadline.Store(time.Now().Add(time.Hour).UnixNano())
-				defer e.f.syncDeadline.Store(0)
+				e.f.setSyncDeadline(timePtr(time.Now().Add(time.Hour)))
+				defer e.f.setSyncDeadline(nil)
 			}
 			// The client's GVR is known to no routing state yet: counted
 			// under one label, never under its own.

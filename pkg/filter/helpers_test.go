@@ -41,8 +41,10 @@ import (
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -123,6 +125,12 @@ type envOption func(*envConfig)
 type envConfig struct {
 	frontHTTP2    bool
 	headerTimeout time.Duration
+	http2         *PeerHTTP2
+}
+
+// peerHTTP2 sets Options.PeerHTTP2.
+func peerHTTP2(h PeerHTTP2) envOption {
+	return func(c *envConfig) { c.http2 = &h }
 }
 
 // peerHeaderTimeout sets Options.PeerResponseHeaderTimeout.
@@ -150,6 +158,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 		PeerAdvertisePort:   "6443",
 
 		PeerResponseHeaderTimeout: cfg.headerTimeout,
+		PeerHTTP2:                 cfg.http2,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -159,7 +168,7 @@ func newEnv(t testing.TB, opts ...envOption) *env {
 	// The state a synced filter has: its own discovery and the routes.
 	e.setLocal(podsGVR)
 	e.setRoutes()
-	f.state.isSynced.Store(true)
+	f.views.Routes.SetSynced(true)
 
 	e.front = httptest.NewUnstartedServer(e.withAudit(withRequestInfoAndUser(e.handler, func() user.Info { return e.user.Load() })))
 	e.front.Config.ErrorLog = log.New(io.Discard, "", 0)
@@ -216,17 +225,17 @@ func withRequestInfoAndUser(h http.Handler, u func() user.Info) http.Handler {
 
 // setLocal replaces this server's own discovery view.
 func (e *env) setLocal(gvrs ...schema.GroupVersionResource) {
-	prev := e.f.local.doc.Load()
-	d := &localDoc{Served: routing.NewServed(gvrs)}
+	prev := e.f.views.Local.Current()
+	d := &views.LocalDoc{Served: routing.NewServed(gvrs)}
 	if prev != nil {
-		d.generation = prev.generation + 1
+		d.Generation = prev.Generation + 1
 	}
-	e.f.local.doc.Store(d)
+	e.f.views.Local.SetDoc(d)
 }
 
 // setRoutes replaces the routing table; every server it lists is ready.
 func (e *env) setRoutes(tables ...*v1alpha1.PeerRoutingTable) {
-	e.f.state.current.Store(routing.NewTable(tables, apiServerPeers(tables)))
+	e.f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables)))
 }
 
 // apiServerPeers are the APIServerPeers of every server the tables list,
@@ -406,4 +415,23 @@ func writeInitialEvents(w http.ResponseWriter, r *http.Request, apiVersion, kind
 		fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", kind, apiVersion)
 	}
 	w.(http.Flusher).Flush()
+}
+
+func timePtr(t time.Time) *time.Time { return &t }
+
+// setClock makes the filter, and the proxy's checks before each attempt,
+// read clk.
+func (f *Filter) setClock(clk clock.WithTickerAndDelayedExecution) {
+	f.clock = clk
+	f.proxy.SetClock(clk)
+}
+
+func peerWithReady(id, endpoint string, status metav1.ConditionStatus, rv string) *v1alpha1.APIServerPeer {
+	return &v1alpha1.APIServerPeer{
+		ObjectMeta: metav1.ObjectMeta{Name: id, ResourceVersion: rv},
+		Spec:       v1alpha1.APIServerPeerSpec{ServerID: id, Endpoint: endpoint},
+		Status: v1alpha1.APIServerPeerStatus{Conditions: []metav1.Condition{
+			{Type: v1alpha1.ConditionReady, Status: status, Reason: "Test"},
+		}},
+	}
 }

@@ -17,8 +17,11 @@ package filter
 import (
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"time"
+
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 )
 
 // Defaults of the registration Lease collection (Options).
@@ -78,6 +81,47 @@ type Options struct {
 	// RegistrationLeaseGCInterval is about how often (jittered up to twice
 	// as long) the filter looks for such Leases (default 1m).
 	RegistrationLeaseGCInterval time.Duration
+	// PeerHTTP2 is how connections to peers use HTTP/2; nil: HTTP/2 with
+	// the peers' health check (DefaultPeerHTTP2). kube-apiserver's wrapper
+	// sets PeerHTTP2FromEnvironment().
+	PeerHTTP2 *PeerHTTP2
+}
+
+// PeerHTTP2 is how connections to peers use HTTP/2.
+type PeerHTTP2 = proxy.HTTP2
+
+// DefaultPeerHTTP2 is HTTP/2 with a health check shorter than client-go's
+// 30 s + 15 s: a frozen or cut-off peer fails the requests on its
+// connection within 8 s of the last frame it sent, so no request waits on
+// it much longer than the view takes to notice (goal: 10 s). A ping every
+// 5 s on an idle connection costs nothing measurable; kube-apiserver
+// answers pings from its connection's read loop, within milliseconds even
+// when busy.
+var DefaultPeerHTTP2 = PeerHTTP2{ReadIdleTimeout: 5 * time.Second, PingTimeout: 3 * time.Second}
+
+// PeerHTTP2FromEnvironment is DefaultPeerHTTP2 changed by the variables
+// every Kubernetes client honours (k8s.io/apimachinery's
+// SetTransportDefaults reads them): DISABLE_HTTP2,
+// HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS. The
+// filter builds its own transports, so it reads them here, once, where
+// kube-apiserver's wrapper asks for them: operators tune every client of
+// the process the same way (docs/operations.md).
+func PeerHTTP2FromEnvironment() PeerHTTP2 {
+	return PeerHTTP2{
+		Disabled:        os.Getenv("DISABLE_HTTP2") != "",
+		ReadIdleTimeout: envSeconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", DefaultPeerHTTP2.ReadIdleTimeout),
+		PingTimeout:     envSeconds("HTTP2_PING_TIMEOUT_SECONDS", DefaultPeerHTTP2.PingTimeout),
+	}
+}
+
+// envSeconds reads a number of seconds from the environment, def when it
+// is unset or not a number (0 turns the health check off, as in
+// apimachinery).
+func envSeconds(name string, def time.Duration) time.Duration {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
+		return time.Duration(v) * time.Second
+	}
+	return def
 }
 
 // Validate returns every problem with the options, each naming its flag.

@@ -17,6 +17,7 @@ package filter
 import (
 	"context"
 	"crypto/x509"
+	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -223,7 +224,7 @@ func TestCertificateReload(t *testing.T) {
 	e := newEnv(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	e.f.proxy.run(ctx)
+	e.f.proxy.Run(ctx)
 
 	oldPeer := e.newPeer(nil)
 	newCA := testpki.NewCA(t, "peer-ca-2")
@@ -246,9 +247,9 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatalf("new peer before the rotation: %d, want 503 (untrusted)", code)
 	}
 
-	before := e.f.proxy.transports.Load()
+	before := e.f.proxy.TransportsID()
 	writeFile(t, e.pki.peerCAFile, newCA.CertPEM)
-	eventually(t, "a new transport after the CA file changed", func() bool { return e.f.proxy.transports.Load() != before })
+	eventually(t, "a new transport after the CA file changed", func() bool { return e.f.proxy.TransportsID() != before })
 
 	if code := get(); code != 200 {
 		t.Fatalf("new peer after the rotation: %d", code)
@@ -266,23 +267,23 @@ func TestCertificateReload(t *testing.T) {
 	// the file watcher runs on a change (RunOnce: loadCABundle), so the
 	// assertions below come after it, not before a watcher that has not
 	// looked at the file yet.
-	current := e.f.proxy.transports.Load()
+	current := e.f.proxy.TransportsID()
 	writeFile(t, e.pki.peerCAFile, []byte("garbage"))
-	if err := e.f.proxy.ca.RunOnce(ctx); err == nil {
+	if err := caReloader(e).RunOnce(ctx); err == nil {
 		t.Fatal("reloading a CA file without a certificate succeeded")
 	}
-	if got := e.f.proxy.ca.CurrentCABundleContent(); string(got) != string(newCA.CertPEM) {
+	if got := caReloader(e).CurrentCABundleContent(); string(got) != string(newCA.CertPEM) {
 		t.Fatalf("after a bad CA file the CA bundle is %q, want the last good one", got)
 	}
 	e.setRoutes(route(widgetsGVR, readyPeer("new", newPeer.endpoint())))
-	if code := get(); code != 200 || e.f.proxy.transports.Load() != current {
-		t.Fatalf("after a bad CA file: %d, transport replaced %v", code, e.f.proxy.transports.Load() != current)
+	if code := get(); code != 200 || e.f.proxy.TransportsID() != current {
+		t.Fatalf("after a bad CA file: %d, transport replaced %v", code, e.f.proxy.TransportsID() != current)
 	}
 	// The file watcher has seen the bad file too once it has seen a later
 	// good one (the same CA, written differently so that it counts as a
 	// change): by then its own attempt at the bad file left nothing behind.
 	writeFile(t, e.pki.peerCAFile, append(append([]byte{}, newCA.CertPEM...), '\n'))
-	eventually(t, "a new transport after a good CA file followed the bad one", func() bool { return e.f.proxy.transports.Load() != current })
+	eventually(t, "a new transport after a good CA file followed the bad one", func() bool { return e.f.proxy.TransportsID() != current })
 	if code := get(); code != 200 {
 		t.Fatalf("after a good CA file followed the bad one: %d", code)
 	}
@@ -299,7 +300,7 @@ func TestCertificateReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the new client certificate loaded", func() bool {
-		c, _ := e.f.proxy.clientCert.CurrentCertKeyContent()
+		c, _ := certReloader(e).CurrentCertKeyContent()
 		return string(c) == string(certPEM)
 	})
 	third := newTestPeer(t, e.pki, newServing, nil)
@@ -308,4 +309,14 @@ func TestCertificateReload(t *testing.T) {
 	if seen := third.requests(); len(seen) != 1 || seen[0].ClientCN != "front-proxy-client-2" {
 		t.Fatalf("third peer saw %+v, want the rotated client certificate", seen)
 	}
+}
+
+func caReloader(e *env) *dynamiccertificates.DynamicFileCAContent {
+	ca, _ := e.f.proxy.Certificates()
+	return ca
+}
+
+func certReloader(e *env) *dynamiccertificates.DynamicCertKeyPairContent {
+	_, c := e.f.proxy.Certificates()
+	return c
 }

@@ -27,6 +27,7 @@ import (
 	"testing"
 	"time"
 
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 	testpki "sigs.k8s.io/peerdiscovery/test/pki"
 
 	utilnet "k8s.io/apimachinery/pkg/util/net"
@@ -240,7 +241,7 @@ func TestProxyDialsDirectlyWithoutAControlPlaneContext(t *testing.T) {
 // proxy that took the connection and never answers the CONNECT: the
 // egress selector's HTTP CONNECT dialer waits for its answer without a
 // deadline) holds no request longer than a direct dial would: after
-// peerDialTimeout the candidate counts as not reached, for a proxied
+// proxy.PeerDialTimeout the candidate counts as not reached, for a proxied
 // request and an upgrade alike.
 func TestProxyBoundsAHungEgressDial(t *testing.T) {
 	e := newEnv(t)
@@ -255,7 +256,7 @@ func TestProxyBoundsAHungEgressDial(t *testing.T) {
 	advertised := closedEndpoint(t)
 	e.setRoutes(route(widgetsGVR, readyPeer("b", advertised)), route(podsGVR, readyPeer("b", advertised)))
 
-	bound := peerDialTimeout + 3*time.Second
+	bound := proxy.PeerDialTimeout + 3*time.Second
 	t.Run("GET", func(t *testing.T) {
 		t.Parallel()
 		start := time.Now()

@@ -16,12 +16,10 @@ package filter
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -29,63 +27,12 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
-
-// TestRoutingStateStopsPeersThatTurnNotReady: a peer that was ready and
-// no longer is (or is gone) is stopped once, after the table that says so
-// is in use; a peer that never was ready is not.
-func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
-	registerMetrics() // the state reports its sync through them
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	lws := map[string]*fakeLW{
-		"peerroutingtables": newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
-		"apiserverpeers": newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{
-			*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1"),
-			*peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "1"),
-		}}),
-		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
-	}
-	s := newRoutingState()
-	var mu sync.Mutex
-	var stopped []string
-	s.onPeerStopped = func(id string) {
-		mu.Lock()
-		defer mu.Unlock()
-		// The table in use says so already.
-		if p, _ := s.table().Peer(id); p.Ready {
-			t.Errorf("%s stopped while the table in use has it ready", id)
-		}
-		stopped = append(stopped, id)
-	}
-	got := func() []string {
-		mu.Lock()
-		defer mu.Unlock()
-		return slices.Clone(stopped)
-	}
-	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
-	eventually(t, "synced", s.synced)
-
-	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
-	eventually(t, "b stopped", func() bool { return slices.Equal(got(), []string{"b"}) })
-	// Not ready from the start: nothing in flight to stop.
-	lws["apiserverpeers"].w.Add(peerWithReady("c", "10.0.0.3:6443", metav1.ConditionFalse, "3"))
-	// Gone while ready.
-	lws["apiserverpeers"].w.Delete(peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "4"))
-	eventually(t, "d stopped", func() bool { return slices.Equal(got(), []string{"b", "d"}) })
-	// b, not ready already, goes: no second stop.
-	lws["apiserverpeers"].w.Delete(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "5"))
-	eventually(t, "b gone", func() bool { _, ok := s.table().Peer("b"); return !ok })
-	if g := got(); !slices.Equal(g, []string{"b", "d"}) {
-		t.Errorf("stopped %v, want [b d]", g)
-	}
-}
 
 // hangingPeer takes requests and never answers until the filter gives up
 // on them; received gets one value per request.
@@ -99,14 +46,14 @@ func hangingPeer(e *env, received chan<- string) *testPeer {
 // setView installs routes and the APIServerPeers that say who is ready, as
 // the informers would.
 func (e *env) setView(tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
-	e.f.state.current.Store(routing.NewTable(tables, peers))
+	e.f.views.Routes.SetTable(routing.NewTable(tables, peers))
 }
 
 // markNotReady is what the routing state does when an APIServerPeer turns
 // not ready: the new table first, then the peer is stopped.
 func (e *env) markNotReady(id string, tables []*v1alpha1.PeerRoutingTable, peers ...*v1alpha1.APIServerPeer) {
 	e.setView(tables, peers...)
-	e.f.state.onPeerStopped(id)
+	e.f.peerStopped(id)
 }
 
 // TestStoppedPeerEndsRequestsInFlight: requests in flight to a peer that
@@ -254,12 +201,12 @@ func TestDepartedPeerFinishesRequestsInFlight(t *testing.T) {
 				done <- e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{"kind":"Widget"}`)))
 			}()
 			<-received
-			e.f.leases.set(klog.Background(), tc.lease("p1", leaving.endpoint()))
+			e.f.views.Leases.Record(klog.Background(), tc.lease("p1", leaving.endpoint()))
 			start := time.Now()
 			e.markNotReady("p1", tables, peerWithReady("p1", leaving.endpoint(), metav1.ConditionFalse, "2"))
 			if tc.later != nil {
 				time.Sleep(departureNoticeGrace / 4)
-				e.f.leases.set(klog.Background(), tc.later("p1", leaving.endpoint()))
+				e.f.views.Leases.Record(klog.Background(), tc.later("p1", leaving.endpoint()))
 			}
 			if tc.wantCode == http.StatusCreated {
 				// Past the grace: a stop would have ended the attempt.
@@ -358,13 +305,10 @@ func (r *silentRelay) endpoint() string { return r.ln.Addr().String() }
 // TestPeerConnectionHealthCheck: a peer that goes silent while a write is
 // in flight (frozen, cut off) fails its connection's HTTP/2 health check,
 // and the write gets 504 (it was sent; never resent), not the response
-// header timeout. The check's timing comes from the same environment
-// variables as every Kubernetes client's (1 s + 1 s here for speed; the
-// peers' defaults are 5 s + 3 s).
+// header timeout. The check's timing is Options.PeerHTTP2 (1 s + 1 s here
+// for speed; the peers' defaults are 5 s + 3 s).
 func TestPeerConnectionHealthCheck(t *testing.T) {
-	t.Setenv("HTTP2_READ_IDLE_TIMEOUT_SECONDS", "1")
-	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "1")
-	e := newEnv(t, peerHeaderTimeout(10*time.Minute))
+	e := newEnv(t, peerHeaderTimeout(10*time.Minute), peerHTTP2(PeerHTTP2{ReadIdleTimeout: time.Second, PingTimeout: time.Second}))
 	received := make(chan string, 4)
 	peer := hangingPeer(e, received)
 	relay := newSilentRelay(t, peer.endpoint())
@@ -393,15 +337,15 @@ func TestPeerConnectionHealthCheck(t *testing.T) {
 }
 
 func TestPeerHealthCheckDefaults(t *testing.T) {
-	if got := envSeconds("PEERDISCOVERY_TEST_UNSET_VARIABLE", peerReadIdleTimeout); got != 5*time.Second {
+	if got := envSeconds("PEERDISCOVERY_TEST_UNSET_VARIABLE", DefaultPeerHTTP2.ReadIdleTimeout); got != 5*time.Second {
 		t.Errorf("read idle default %v", got)
 	}
 	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "not-a-number")
-	if got := envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout); got != 3*time.Second {
+	if got := PeerHTTP2FromEnvironment().PingTimeout; got != 3*time.Second {
 		t.Errorf("ping default on a bad value %v", got)
 	}
 	t.Setenv("HTTP2_PING_TIMEOUT_SECONDS", "7")
-	if got := envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout); got != 7*time.Second {
+	if got := PeerHTTP2FromEnvironment().PingTimeout; got != 7*time.Second {
 		t.Errorf("ping from the environment %v", got)
 	}
 }

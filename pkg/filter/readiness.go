@@ -21,7 +21,6 @@ import (
 
 	"k8s.io/apiserver/pkg/server/healthz"
 
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -53,7 +52,7 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 		now := f.clock.Now()
 		routable, err := f.routableByPeers(now)
 		if err != nil {
-			f.routableSince.Store(0)
+			f.routableSince.Store(nil)
 			return err
 		}
 		if !routable { // nothing to wait for (disabled, bounded, no peerdiscovery)
@@ -61,11 +60,11 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 			return nil
 		}
 		since := f.routableSince.Load()
-		if since == 0 {
-			f.routableSince.Store(now.UnixNano())
-			since = now.UnixNano()
+		if since == nil {
+			since = &now
+			f.routableSince.Store(since)
 		}
-		if wait := routableSettle - now.Sub(time.Unix(0, since)); wait > 0 && !f.pastReadinessBound(now) {
+		if wait := routableSettle - now.Sub(*since); wait > 0 && !f.pastReadinessBound(now) {
 			return fmt.Errorf("peers route to this server; letting their watches catch up for %s", wait.Round(100*time.Millisecond))
 		}
 		f.routableLatched.Store(true)
@@ -75,35 +74,31 @@ func (f *Filter) ReadyzCheck() healthz.HealthChecker {
 
 // pastReadinessBound: SyncGracePeriod since the post-start hook has passed.
 func (f *Filter) pastReadinessBound(now time.Time) bool {
-	deadline := f.syncDeadline.Load()
-	return deadline != 0 && now.UnixNano() >= deadline
+	deadline := f.views.SyncDeadline()
+	return deadline != nil && !now.Before(*deadline)
 }
 
 // routableByPeers is true when peerdiscovery lists this server ready with
 // its current discovery; false without an error when readiness need not
 // wait for that (the filter is off, the bound passed, nothing syncs).
 func (f *Filter) routableByPeers(now time.Time) (bool, error) {
-	deadline := f.syncDeadline.Load()
+	deadline := f.views.SyncDeadline()
 	switch {
 	case !f.opts.Enabled():
 		return false, nil
-	case deadline == 0:
+	case deadline == nil:
 		return false, fmt.Errorf("the peerdiscovery filter has not started yet")
 	case f.pastReadinessBound(now):
 		return false, nil // bounded: serve as stock kube-apiserver would
-	case !f.state.synced() || !f.local.synced():
-		started := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
+	case !f.views.Routes.Synced() || !f.views.Local.Synced():
+		started := deadline.Add(-f.opts.SyncGracePeriod)
 		if now.Sub(started) >= unsyncedReadyAfter {
 			return false, nil
 		}
 		return false, fmt.Errorf("the peerdiscovery filter's routing caches are not synced yet")
 	}
-	local := f.local.current().apisETag
-	for _, obj := range f.state.peers.GetStore().List() {
-		p, ok := obj.(*v1alpha1.APIServerPeer)
-		if !ok || p.Spec.ServerID != f.serverID {
-			continue
-		}
+	local := f.views.Local.Current().APIsETag
+	if p, ok := f.views.Routes.PeerObject(f.serverID); ok {
 		if rp := routing.PeerFromObject(p); !rp.Ready {
 			return false, fmt.Errorf("peers cannot route to this server yet: its APIServerPeer %s is not ready", p.Name)
 		}

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 )
 
 // A server holds back readiness at start until peerdiscovery lists it
@@ -55,14 +56,15 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	expect(f.ReadyzCheck().Check(nil), "has not started")
 
 	start := time.Now()
-	f.syncDeadline.Store(start.Add(time.Minute).UnixNano())
+	f.setSyncDeadline(timePtr(start.Add(time.Minute)))
 	routable(start.Add(time.Second), false, "not synced yet")
 	routable(start.Add(unsyncedReadyAfter), false, "") // nothing syncs: no hold past it
 
-	f.local.doc.Store(&localDoc{apisETag: `"new"`})
-	f.state.isSynced.Store(true)
-	f.state.peers = cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.APIServerPeer{}, 0, cache.Indexers{})
-	store := f.state.peers.GetStore()
+	f.views.Local.SetDoc(&views.LocalDoc{APIsETag: `"new"`})
+	f.views.Routes.SetSynced(true)
+	peers := cache.NewSharedIndexInformer(&cache.ListWatch{}, &v1alpha1.APIServerPeer{}, 0, cache.Indexers{})
+	f.views.Routes.SetPeers(peers)
+	store := peers.GetStore()
 	now := start.Add(time.Second)
 	routable(now, false, "lists no APIServerPeer apiserver-me")
 
@@ -91,10 +93,10 @@ func TestReadyzHoldsUntilPeersCanRoute(t *testing.T) {
 	routable(now, true, "")
 	// Routable: the other servers' watches get a moment to catch up.
 	expect(f.ReadyzCheck().Check(nil), "letting their watches catch up")
-	f.routableSince.Store(time.Now().Add(-routableSettle).UnixNano())
+	f.routableSince.Store(timePtr(time.Now().Add(-routableSettle)))
 	expect(f.ReadyzCheck().Check(nil), "")
 	// Latched: a later discovery change does not take the server out.
-	f.local.doc.Store(&localDoc{apisETag: `"with-a-new-crd"`})
+	f.views.Local.SetDoc(&views.LocalDoc{APIsETag: `"with-a-new-crd"`})
 	expect(f.ReadyzCheck().Check(nil), "")
 }
 

@@ -55,7 +55,7 @@ type registrar struct {
 	// no longer listed (its tombstone ended), or after maxRetention in any
 	// case; gcInterval is how often a pass looks.
 	retention, maxRetention, gcInterval time.Duration
-	now                                 func() time.Time
+	clock                               clock.WithTickerAndDelayedExecution
 
 	// last is the Lease as the previous renewal wrote it (nil: unknown),
 	// touched only by the renewal loop. Renewing from it saves a read per
@@ -73,7 +73,7 @@ type registrar struct {
 // at once). Every replica of peerdiscovery-apiserver, started at any time,
 // reads this server's routes and tombstone from the Lease, whether it left
 // gracefully or crashed. It also collects Leases whose tombstone ended.
-func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) string, listed func(string) (bool, bool), opts Options, clk clock.PassiveClock) (*registrar, error) {
+func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) string, listed func(string) (bool, bool), opts Options, clk clock.WithTickerAndDelayedExecution) (*registrar, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func startRegistration(ctx context.Context, loopback *rest.Config, serverID, end
 		serverID: serverID, endpoint: endpoint, version: version, served: served, listed: listed,
 		retention: opts.RegistrationLeaseRetention, maxRetention: opts.RegistrationLeaseMaxRetention,
 		gcInterval: opts.RegistrationLeaseGCInterval,
-		now:        clk.Now,
+		clock:      clk,
 	}
 	go r.run(ctx)
 	go r.collectLoop(ctx)
@@ -103,7 +103,7 @@ func startRegistration(ctx context.Context, loopback *rest.Config, serverID, end
 // records a departure in it instead.
 func (r *registrar) run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
-	t := time.NewTicker(peerlease.DefaultRenewInterval)
+	t := r.clock.NewTicker(peerlease.DefaultRenewInterval)
 	defer t.Stop()
 	for {
 		r.renew(ctx)
@@ -115,7 +115,7 @@ func (r *registrar) run(ctx context.Context) {
 				logger.Info("peerdiscovery filter: recording the departure in the registration lease failed; it lapses by itself", "err", err)
 			}
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -135,7 +135,7 @@ func (r *registrar) renew(ctx context.Context) {
 		err     error
 	)
 	if r.last != nil {
-		written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(r.last, r.serverID, r.endpoint, r.version, served, r.now()), metav1.UpdateOptions{})
+		written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(r.last, r.serverID, r.endpoint, r.version, served, r.clock.Now()), metav1.UpdateOptions{})
 	}
 	if r.last == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// Changed or deleted by someone else (collection, an admin), or
@@ -144,9 +144,9 @@ func (r *registrar) renew(ctx context.Context) {
 		existing, err = r.leases.Get(rctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			written, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, r.now()), metav1.CreateOptions{})
+			written, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, r.clock.Now()), metav1.CreateOptions{})
 		case err == nil:
-			written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, served, r.now()), metav1.UpdateOptions{})
+			written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, served, r.clock.Now()), metav1.UpdateOptions{})
 		}
 	}
 	r.last = written
@@ -168,7 +168,7 @@ func (r *registrar) depart(ctx context.Context) error {
 	if !r.departed.CompareAndSwap(false, true) {
 		return nil // recorded already (the pre-shutdown hook, then the end of the loop)
 	}
-	at := r.now()
+	at := r.clock.Now()
 	served := r.served(ctx)
 	name := peerlease.LeaseName(r.serverID)
 	var err error
@@ -197,7 +197,7 @@ func (r *registrar) collectLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(wait.Jitter(r.gcInterval, 1.0)):
+		case <-r.clock.After(wait.Jitter(r.gcInterval, 1.0)):
 		}
 		cctx, cancel := context.WithTimeout(ctx, leaseGCTimeout)
 		n, err := r.collect(cctx)
@@ -229,7 +229,7 @@ func (r *registrar) collect(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	now := r.now()
+	now := r.clock.Now()
 	deleted := 0
 	for i := range list.Items {
 		l := &list.Items[i]

@@ -30,15 +30,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
@@ -54,8 +54,8 @@ var (
 )
 
 // localServing is a local discovery that has read this server's documents.
-func localServing() *localDiscovery {
-	l := newLocalDiscovery()
+func localServing() *views.Local {
+	l := newLocal()
 	api := []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{
 		{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace},
 		{Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster},
@@ -63,17 +63,20 @@ func localServing() *localDiscovery {
 	apis := []apidiscoveryv2.APIGroupDiscovery{{ObjectMeta: metav1.ObjectMeta{Name: "apps"}, Versions: []apidiscoveryv2.APIVersionDiscovery{{
 		Version: "v1", Resources: []apidiscoveryv2.APIResourceDiscovery{{Resource: "deployments", Scope: apidiscoveryv2.ScopeNamespace}},
 	}}}}
-	l.doc.Store(newLocalDoc(nil, api, apis, "", ""))
+	l.SetDoc(views.NewLocalDoc(nil, api, apis, "", ""))
 	return l
 }
 
 // servesGroup makes l's document list one more group, with one version.
-func servesGroup(l *localDiscovery, group, version string, resources ...apidiscoveryv2.APIResourceDiscovery) {
-	d := l.doc.Load()
-	apis := append(slices.Clone(d.apis), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: group},
+func servesGroup(l *views.Local, group, version string, resources ...apidiscoveryv2.APIResourceDiscovery) {
+	d := l.Current()
+	apis := append(slices.Clone(d.APIs), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: group},
 		Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: version, Resources: resources}}})
-	l.doc.Store(newLocalDoc(d, d.api, apis, "", ""))
+	l.SetDoc(views.NewLocalDoc(d, d.API, apis, "", ""))
 }
+
+// newLocal is a local discovery that has read nothing yet.
+func newLocal() *views.Local { return views.New(views.Config{Now: time.Now}).Local }
 
 // servingWant is what localServing records.
 var servingWant = []peerlease.ServedResource{
@@ -87,7 +90,7 @@ func newTestRegistrar(cs *fake.Clientset, served func(context.Context) string) *
 		leases:   cs.CoordinationV1().Leases(peerlease.Namespace),
 		serverID: regID, endpoint: regEndpoint, version: "v1.37.2", served: served,
 		retention: DefaultRegistrationLeaseRetention, maxRetention: DefaultRegistrationLeaseMaxRetention, gcInterval: time.Hour,
-		now: func() time.Time { return regNow },
+		clock: clocktesting.NewFakeClock(regNow),
 	}
 }
 
@@ -144,14 +147,14 @@ func getRegistration(t *testing.T, cs *fake.Clientset) (*coordinationv1.Lease, p
 // leaves it behind for every replica to read.
 func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 	cs := fake.NewClientset()
-	local := newLocalDiscovery()
-	r := newTestRegistrar(cs, local.servedRecord)
+	local := newLocal()
+	r := newTestRegistrar(cs, local.ServedRecord)
 	r.renew(context.Background())
 	if _, reg := getRegistration(t, cs); reg.Served != nil {
 		t.Errorf("a Lease renewed before the first read lists %v", reg.Served)
 	}
 	serving := localServing()
-	local.doc.Store(serving.doc.Load())
+	local.SetDoc(serving.Current())
 	r.renew(context.Background())
 	if _, reg := getRegistration(t, cs); !reflect.DeepEqual(reg.Served, servingWant) || reg.Departed() {
 		t.Errorf("after the first read: %+v, served want %v", reg, servingWant)
@@ -172,7 +175,7 @@ func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 func TestRegistrationRenewsWithoutRereading(t *testing.T) {
 	cs := fake.NewClientset()
 	checkResourceVersions(cs)
-	r := newTestRegistrar(cs, localServing().servedRecord)
+	r := newTestRegistrar(cs, localServing().ServedRecord)
 	ctx := context.Background()
 	leases := cs.CoordinationV1().Leases(peerlease.Namespace)
 	r.renew(ctx)
@@ -242,129 +245,11 @@ func checkResourceVersions(cs *fake.Clientset) {
 	})
 }
 
-// fakeMetadata is a synced metadata cache (CRDs, APIServices) holding the
-// given names.
-type fakeMetadata struct{ store cache.Store }
-
-func newFakeMetadata(t *testing.T, names ...string) *fakeMetadata {
-	s := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	for _, n := range names {
-		if err := s.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: n}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &fakeMetadata{store: s}
-}
-
-func (f *fakeMetadata) HasSynced() bool       { return true }
-func (f *fakeMetadata) GetStore() cache.Store { return f.store }
-
-// apiServiceObject is an APIService as the informer decodes it: with
-// spec.service when it is aggregated.
-func apiServiceObject(name string, aggregated bool) *unstructured.Unstructured {
-	version, group, _ := strings.Cut(name, ".")
-	spec := map[string]interface{}{"group": group, "version": version, "caBundle": "Y2E="}
-	if aggregated {
-		spec["service"] = map[string]interface{}{"namespace": "kube-system", "name": "metrics-server", "port": int64(443)}
-	}
-	return &unstructured.Unstructured{Object: map[string]interface{}{
-		"apiVersion": "apiregistration.k8s.io/v1", "kind": "APIService",
-		"metadata": map[string]interface{}{"name": name, "resourceVersion": "1"}, "spec": spec,
-	}}
-}
-
-// newFakeAPIServices is a synced APIService cache holding the given
-// APIServices (name: aggregated), stored as the informer's transform
-// keeps them.
-func newFakeAPIServices(t *testing.T, apiServices map[string]bool) *fakeMetadata {
-	s := cache.NewStore(cache.MetaNamespaceKeyFunc)
-	for name, aggregated := range apiServices {
-		kept, err := keepAPIServiceIdentity(apiServiceObject(name, aggregated))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Add(kept); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return &fakeMetadata{store: s}
-}
-
-// The record leaves out what CRDs serve: every server serves it, so it
-// never decides a route, and thousands of CRDs would bloat each renewal.
-func TestServedRecordLeavesOutCRDs(t *testing.T) {
-	local := localServing()
-	servesGroup(local, "stable.example.com", "v1", apidiscoveryv2.APIResourceDiscovery{Resource: "crontabs", Scope: apidiscoveryv2.ScopeNamespace})
-	local.crds = newFakeMetadata(t, "crontabs.stable.example.com")
-	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, servingWant) {
-		t.Errorf("record %v, want %v (no CRD)", got, servingWant)
-	}
-}
-
-// The record leaves out what aggregated APIServices (those with a
-// service) serve, for the same reasons: every server serves them through
-// its aggregator, and at the scale docs/operations.md states (4,000 of
-// 5,000 extra GVRs were aggregated in test/bench) each renewal carried
-// them all. The Local group-versions kube-aggregator registers for the
-// server's own APIs (no service) stay.
-func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
-	local := localServing()
-	servesGroup(local, "metrics.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}, apidiscoveryv2.APIResourceDiscovery{Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster})
-	local.crds = newFakeMetadata(t)
-	// As the informer stores them.
-	local.apiServices = newFakeAPIServices(t, map[string]bool{"v1beta1.metrics.k8s.io": true, "v1.apps": false})
-	got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !reflect.DeepEqual(got, servingWant) {
-		t.Errorf("record %v, want %v (no aggregated API)", got, servingWant)
-	}
-}
-
-// An APIService's spec can change while the local document does not: the
-// record follows the APIService, not only the document.
-func TestServedRecordFollowsAPIServiceMetadata(t *testing.T) {
-	local := localServing()
-	servesGroup(local, "metrics.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace})
-	local.crds = newFakeMetadata(t)
-	apiServices := newFakeAPIServices(t, map[string]bool{"v1beta1.metrics.k8s.io": true})
-	local.apiServices = apiServices
-	record := func() []peerlease.ServedResource {
-		t.Helper()
-		got, err := peerlease.DecodeServed(local.servedRecord(context.Background()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	if got := record(); !reflect.DeepEqual(got, servingWant) {
-		t.Fatalf("record %v, want %v (no aggregated API)", got, servingWant)
-	}
-	// Now Local (no service): the server serves it itself.
-	kept, err := keepAPIServiceIdentity(apiServiceObject("v1beta1.metrics.k8s.io", false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := apiServices.store.Update(kept); err != nil {
-		t.Fatal(err)
-	}
-	local.metadataChanged()
-	metrics := schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "pods"}
-	if got := record(); !slices.ContainsFunc(got, func(r peerlease.ServedResource) bool { return r.GroupVersionResource == metrics }) {
-		t.Errorf("after the service was removed the record is still %v", got)
-	}
-}
-
 // On graceful shutdown the Lease is kept and says when the server left and
 // what it served; nothing is deleted.
 func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
 	cs := fake.NewClientset()
-	runUntilShutdown(t, cs, newTestRegistrar(cs, localServing().servedRecord))
+	runUntilShutdown(t, cs, newTestRegistrar(cs, localServing().ServedRecord))
 
 	if v := verbs(cs); slices.Contains(v, "delete") {
 		t.Fatalf("the lease was deleted on shutdown: %v", v)
@@ -379,7 +264,7 @@ func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
 
 	// Back under the same ID: the first renewal drops the departure, and
 	// records what it serves now.
-	back := newTestRegistrar(cs, localServing().servedRecord)
+	back := newTestRegistrar(cs, localServing().ServedRecord)
 	back.renew(context.Background())
 	l, r = getRegistration(t, cs)
 	if _, ok := l.Annotations[peerlease.DepartedAtAnnotation]; ok {
@@ -396,7 +281,7 @@ func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
 // record at its end is a no-op.
 func TestRegistrationPreShutdownDepartureSticks(t *testing.T) {
 	cs := fake.NewClientset()
-	r := newTestRegistrar(cs, localServing().servedRecord)
+	r := newTestRegistrar(cs, localServing().ServedRecord)
 	r.renew(context.Background())
 	f := &Filter{}
 	f.registrar.Store(r)
@@ -422,29 +307,29 @@ func TestRegistrationPreShutdownDepartureSticks(t *testing.T) {
 }
 
 func TestRegistrationDepartureWithoutList(t *testing.T) {
-	huge := func() *localDiscovery {
+	huge := func() *views.Local {
 		var rs []apidiscoveryv2.APIResourceDiscovery
 		for i := 0; i < 20000; i++ {
 			// Distinct enough not to compress below the cap.
 			rs = append(rs, apidiscoveryv2.APIResourceDiscovery{Resource: fmt.Sprintf("r%x", uint64(i)*0x9e3779b97f4a7c15), Scope: apidiscoveryv2.ScopeNamespace})
 		}
-		l := newLocalDiscovery()
-		l.doc.Store(newLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: rs}}}}, nil, "", ""))
+		l := newLocal()
+		l.SetDoc(views.NewLocalDoc(nil, []apidiscoveryv2.APIGroupDiscovery{{Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1", Resources: rs}}}}, nil, "", ""))
 		return l
 	}
 	for _, tc := range []struct {
 		name   string
-		local  *localDiscovery
+		local  *views.Local
 		seed   bool
 		noList bool
 	}{
-		{"local discovery never read", newLocalDiscovery(), true, true},
+		{"local discovery never read", newLocal(), true, true},
 		{"list over the cap", huge(), true, true},
 		{"lease gone meanwhile: created departed", localServing(), false, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cs := fake.NewClientset()
-			r := newTestRegistrar(cs, tc.local.servedRecord)
+			r := newTestRegistrar(cs, tc.local.ServedRecord)
 			if tc.seed {
 				r.renew(context.Background())
 			}

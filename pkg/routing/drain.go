@@ -158,7 +158,7 @@ func (s *Snapshot) Without(now time.Time, ids ...string) *Snapshot {
 		for _, id := range ids {
 			if r, ok := out.Records[id]; ok {
 				c := *r
-				c.DepartedAt = now
+				c.Departed, c.DepartedAt = true, now
 				out.Records[id] = &c
 			}
 		}

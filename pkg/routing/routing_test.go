@@ -426,7 +426,7 @@ func TestDecideByLease(t *testing.T) {
 	routed := NewTable([]*v1alpha1.PeerRoutingTable{route}, []*v1alpha1.APIServerPeer{notReadySince("b")})
 	routedReady := newTable(rt(g, withPeers(ready("c"))))
 	departed := record("b", testNow, g)
-	departed.DepartedAt = testNow.Add(-time.Second)
+	departed.Departed, departed.DepartedAt = true, testNow.Add(-time.Second)
 	for _, tc := range []struct {
 		name    string
 		s       Snapshot

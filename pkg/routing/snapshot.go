@@ -126,8 +126,9 @@ type Record struct {
 	// RenewTime is the last renewal, by the server's own clock; Expires is
 	// when it lapses unless renewed again.
 	RenewTime, Expires time.Time
-	// DepartedAt is when the server recorded a graceful shutdown (zero
-	// while it runs).
+	// Departed is true once the server recorded a graceful shutdown, at
+	// DepartedAt.
+	Departed   bool
 	DepartedAt time.Time
 	// Served is what the Lease records the server serves (nil: it does
 	// not say).
@@ -136,7 +137,7 @@ type Record struct {
 
 // Live tells whether the Lease says its server runs at now.
 func (r *Record) Live(now time.Time) bool {
-	return r.DepartedAt.IsZero() && !now.After(r.Expires)
+	return !r.Departed && !now.After(r.Expires)
 }
 
 // goneForGood tells whether the Lease records a departure, or lapsed more
@@ -147,10 +148,10 @@ func (r *Record) goneForGood(now time.Time) bool {
 		return false
 	}
 	gone := r.Expires
-	if !r.DepartedAt.IsZero() && r.DepartedAt.Before(gone) {
+	if r.Departed && r.DepartedAt.Before(gone) {
 		gone = r.DepartedAt
 	}
-	return !Recovering(!r.DepartedAt.IsZero(), gone, now)
+	return !Recovering(r.Departed, gone, now)
 }
 
 // Records are the registration Leases by server ID; immutable once built.

@@ -12,18 +12,17 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 )
 
 // errPeerStopped ends the requests in flight to a peer that the view
 // marked not ready because it stopped answering (frozen, cut off, crashed;
-// not one that departed gracefully: Filter.peerStopped). It counts as a
+// not one that departed gracefully: the filter decides, StopPeer). It counts as a
 // timeout: a write it ends gets 504, never a retry.
 var errPeerStopped error = peerStoppedError{}
 
@@ -40,15 +39,6 @@ func peerStopped(attempt context.Context) bool {
 	return errors.Is(context.Cause(attempt), errPeerStopped)
 }
 
-// lostConnection is true for the error of a request whose HTTP/2
-// connection failed its health check (a ping went unanswered): the peer
-// stopped answering, which is a timeout, not a broken answer.
-func lostConnection(err error) bool {
-	// x/net/http2 (and net/http's bundled copy) close the connection with
-	// this error when a ping times out; it has no type of its own.
-	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
-}
-
 // inflight lets the requests in flight to a peer be ended at once when the
 // view marks it not ready, instead of waiting for a timeout: each attempt's
 // context is bound to its peer's current scope, and stopping the peer
@@ -62,30 +52,34 @@ type peerScope struct {
 	cancel context.CancelCauseFunc
 }
 
-func (in *inflight) scope(id string) *peerScope {
-	if s, ok := in.scopes.Load(id); ok {
-		return s.(*peerScope)
-	}
-	ctx, cancel := context.WithCancelCause(context.Background())
-	s, loaded := in.scopes.LoadOrStore(id, &peerScope{ctx: ctx, cancel: cancel})
-	if loaded {
-		cancel(nil)
-	}
-	return s.(*peerScope)
-}
-
 // bind returns the context of one attempt at a peer: it ends with the
-// request, or with errPeerStopped when the peer is stopped. done releases
-// it.
-func (in *inflight) bind(ctx context.Context, id string) (attempt context.Context, done func()) {
+// request, or with errPeerStopped when the peer is stopped. release ends
+// it, and tells whether the peer was stopped meanwhile.
+func (in *inflight) bind(ctx context.Context, id string) (attempt context.Context, release func() (stopped bool)) {
 	actx, cancel := context.WithCancelCause(ctx)
-	s := in.scope(id)
+	var s *peerScope
+	if v, ok := in.scopes.Load(id); ok {
+		s = v.(*peerScope)
+	} else {
+		sctx, scancel := context.WithCancelCause(context.Background())
+		v, loaded := in.scopes.LoadOrStore(id, &peerScope{ctx: sctx, cancel: scancel})
+		if loaded {
+			scancel(nil)
+		}
+		s = v.(*peerScope)
+	}
 	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
-	return actx, func() {
+	return actx, func() bool {
+		stopped := errors.Is(context.Cause(actx), errPeerStopped)
 		stop()
 		cancel(nil)
+		return stopped
 	}
 }
+
+// StopPeer ends every request in flight to a peer at once (it counts as
+// the peer's timeout) instead of waiting for one.
+func (p *Proxier) StopPeer(id string) { p.inflight.stop(id) }
 
 // stop ends every request in flight to a peer.
 func (in *inflight) stop(id string) {

@@ -12,7 +12,12 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+// Package metrics holds the filter's metrics: its own
+// (peerdiscovery_filter_*) and upstream's peer-proxy counters, whose names
+// and labels are upstream's so that dashboards built for the built-in peer
+// proxy keep working. Every label value comes from routing state or is one
+// of the fixed values documented here, never from a client.
+package metrics
 
 import (
 	"context"
@@ -42,7 +47,8 @@ var (
 	}, []string{"group", "resource"})
 	filterEnabled = filterGauge("enabled",
 		"1 when the filter is configured (--peer-ca-file set) and routes requests to peers; 0 when this kube-apiserver runs without it.")
-	informerRelists = metrics.NewCounterVec(&metrics.CounterOpts{
+	// InformerRelists is exported for the views' tests.
+	InformerRelists = metrics.NewCounterVec(&metrics.CounterOpts{
 		Namespace:      "peerdiscovery",
 		Subsystem:      "filter",
 		Name:           "relists_total",
@@ -87,10 +93,12 @@ func filterGauge(name, help string) *metrics.Gauge {
 
 var registerOnce sync.Once
 
-func registerMetrics() {
+// Register registers the metrics once; a name already taken is logged,
+// never fatal.
+func Register() {
 	registerOnce.Do(func() {
 		registerUpstreamMetrics()
-		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, informerRelists, discoveryRequests, peerRouted, informerInput} {
+		for _, c := range []metrics.Registerable{proxyLatency, filterEnabled, cacheSynced, InformerRelists, discoveryRequests, peerRouted, informerInput} {
 			// Register, not MustRegister: a name already taken must not
 			// crash kube-apiserver. Called from New, which no context
 			// reaches: the process's logger.
@@ -101,46 +109,114 @@ func registerMetrics() {
 	})
 }
 
-func proxied(ctx context.Context, gvr schema.GroupVersionResource, code int, took time.Duration) {
-	incRerouted(ctx, strconv.Itoa(code), gvr)
-	proxyLatency.WithLabelValues(gvr.Group, gvr.Resource).Observe(took.Seconds())
-	peerRoutedAnswer(code)
+// Labels are the group, version and resource labels of upstream's
+// peer-proxy counters (proxy_duration_seconds takes the group and the
+// resource). They are a metric's labels, not an API: build them with
+// ResourceLabels or GroupVersionLabels from routing state, or use one of
+// the fixed values below.
+type Labels struct {
+	Group, Version, Resource string
 }
 
-// peerRoutedAnswer counts what the client got for a request routed to
-// peers.
-func peerRoutedAnswer(code int) {
+// ResourceLabels label a request for a resource the routing state knows.
+func ResourceLabels(gvr schema.GroupVersionResource) Labels {
+	return Labels{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}
+}
+
+// GroupVersionLabels label a group-version's documents (discovery,
+// OpenAPI): no resource.
+func GroupVersionLabels(gv schema.GroupVersion) Labels {
+	return Labels{Group: gv.Group, Version: gv.Version}
+}
+
+// Other is the value of every label of a request whose group, version and
+// resource no routing state knows (unsynced, unrouted): a client can name
+// anything, and each name would be a new series.
+const Other = "other"
+
+// UnknownLabels label a request that Other stands for.
+var UnknownLabels = Labels{Group: Other, Version: Other, Resource: Other}
+
+// OpenAPIRootLabels label the reading of a peer's /openapi/v3 root
+// document, which belongs to no group-version: group "openapi", version
+// "v3", the path's own names.
+var OpenAPIRootLabels = Labels{Group: "openapi", Version: "v3"}
+
+// Proxied counts a request a peer answered, with the code the client got
+// and how long it took.
+func Proxied(ctx context.Context, l Labels, code int, took time.Duration) {
+	incRerouted(ctx, strconv.Itoa(code), l)
+	proxyLatency.WithLabelValues(l.Group, l.Resource).Observe(took.Seconds())
+	peerRouted.WithLabelValues(strconv.Itoa(code)).Inc() // as RoutedAnswer
+}
+
+// RoutedAnswer counts what the client got for a request routed to peers.
+func RoutedAnswer(code int) {
 	peerRouted.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
-// unknownGVR labels the errors of requests whose GVR no routing state
-// knows: a client can name any GVR, and each would be a new series.
-var unknownGVR = schema.GroupVersionResource{Group: "other", Version: "other", Resource: "other"}
-
-// proxyError counts by type: connect (the peer was not reached; the next is
-// tried), proxy (failed after the peer may have received the request),
-// canceled (the client left or the deadline passed), unavailable (answered
-// 503), unsynced (answered 503 before the routing state synced; labelled
-// with unknownGVR). Every other GVR label comes from the routing table.
-func proxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
-	incProxyError(ctx, typ, gvr)
-}
-
-// Labels of discoveryRequests.
+// Error types of ProxyError.
 const (
-	endpointAggregated          = "aggregated"
-	endpointGroupList           = "group_list"
-	endpointGroup               = "group"
-	endpointResourceList        = "resource_list"
-	endpointOpenAPI             = "openapi_v3"
-	endpointOpenAPIGroupVersion = "openapi_v3_group_version"
-
-	sourceMerged      = "merged"
-	sourcePeer        = "peer"
-	sourceLocal       = "local"
-	sourceUnavailable = "unavailable"
+	// ErrorConnect: the peer was not reached; the next is tried.
+	ErrorConnect = "connect"
+	// ErrorProxy: failed after the peer may have received the request.
+	ErrorProxy = "proxy"
+	// ErrorCanceled: the client left or the deadline passed.
+	ErrorCanceled = "canceled"
+	// ErrorUnavailable: answered 503, no peer could take it.
+	ErrorUnavailable = "unavailable"
+	// ErrorUnsynced: answered 503 before the routing state synced
+	// (labelled UnknownLabels).
+	ErrorUnsynced = "unsynced"
+	// ErrorUnrouted: answered 503 while the view lags behind a live
+	// server's Lease (labelled UnknownLabels).
+	ErrorUnrouted = "unrouted"
 )
 
-func discoveryServed(endpoint, source string) {
+// ProxyError counts an error of one of the types above.
+func ProxyError(ctx context.Context, typ string, l Labels) {
+	incProxyError(ctx, typ, l)
+}
+
+// Endpoints (what was asked) and sources (who answered) of
+// DiscoveryServed.
+const (
+	EndpointAggregated          = "aggregated"
+	EndpointGroupList           = "group_list"
+	EndpointGroup               = "group"
+	EndpointResourceList        = "resource_list"
+	EndpointOpenAPI             = "openapi_v3"
+	EndpointOpenAPIGroupVersion = "openapi_v3_group_version"
+
+	SourceMerged      = "merged"
+	SourcePeer        = "peer"
+	SourceLocal       = "local"
+	SourceUnavailable = "unavailable"
+)
+
+// DiscoveryServed counts a discovery or OpenAPI request.
+func DiscoveryServed(endpoint, source string) {
 	discoveryRequests.WithLabelValues(endpoint, source).Inc()
+}
+
+// SetEnabled reports whether the filter is configured.
+func SetEnabled(on bool) { filterEnabled.Set(boolGauge(on)) }
+
+// SetCacheSynced reports whether the routing caches are synced.
+func SetCacheSynced(on bool) { cacheSynced.Set(boolGauge(on)) }
+
+// Relisted counts a full relist of the routing informer of resource.
+func Relisted(resource string) { InformerRelists.WithLabelValues(resource).Inc() }
+
+// InputStamp is the gauge of when the routing informer of resource last
+// received anything.
+func InputStamp(resource string) metrics.GaugeMetric {
+	return informerInput.WithLabelValues(resource)
+}
+
+func boolGauge(on bool) float64 {
+	if on {
+		return 1
+	}
+	return 0
 }

@@ -12,23 +12,21 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"strings"
-	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/util/proxy"
+	utilproxy "k8s.io/apimachinery/pkg/util/proxy"
 	auditinternal "k8s.io/apiserver/pkg/apis/audit"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
@@ -39,36 +37,30 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// Audit annotations on the source server's event, so that one request can
-// be followed across servers (the peer's event has the same Audit-ID).
-const (
-	AuditDecision   = "peerdiscovery.k8s.io/decision"
-	AuditProxiedTo  = "peerdiscovery.k8s.io/proxied-to"
-	AuditFailedOver = "peerdiscovery.k8s.io/failed-over-from"
-	AuditError      = "peerdiscovery.k8s.io/error"
-	// AuditRouteSource is "registration-lease" on a request proxied by
-	// what a peer's registration Lease records, no route naming it yet.
-	AuditRouteSource = "peerdiscovery.k8s.io/route-source"
-)
+// PeerProxiedHeader marks a request a peer already proxied (upstream's
+// name).
+const PeerProxiedHeader = "X-Kubernetes-Peer-Proxied"
 
-// target is where serve sends one request, and what it is for.
-type target struct {
-	// candidates are the peers to try, in order.
-	candidates []routing.Peer
-	// gvr is the resource requested (zero for a discovery document): a
+// Target is where Serve sends one request, and what it is for.
+type Target struct {
+	// Candidates are the peers to try, in order.
+	Candidates []routing.Peer
+	// GVR is the resource requested (zero for a discovery document): a
 	// candidate is tried only while the snapshot still makes it one.
-	gvr   schema.GroupVersionResource
-	about subject
-	// longRunning requests (kube-apiserver's LongRunningFunc: watches,
+	GVR   schema.GroupVersionResource
+	About status.Subject
+	// LongRunning requests (kube-apiserver's LongRunningFunc: watches,
 	// logs, exec...) use the pool without a response header timeout and
 	// stream at once.
-	longRunning bool
+	LongRunning bool
 }
 
-// serve proxies r to the first candidate that takes it. Whether a try may
+// Serve proxies r to the first candidate that takes it. Whether a try may
 // have reached the peer is read from the transport (httptrace: the request
 // headers were written), never guessed from error types:
 //
@@ -81,12 +73,12 @@ type target struct {
 //     on a timeout) without Retry-After, so no client replays it either.
 //
 // An attempt ends at once when the view marks its peer not ready because it
-// stopped answering (Filter.peerStopped; a peer that departed gracefully
+// stopped answering (StopPeer; a peer that departed gracefully
 // finishes its requests in flight instead): it counts as a timeout of that
 // peer, so a read with no response byte written goes on to the next
 // candidate and a write gets 504; a watch's stream ends cleanly and the
 // client watches again.
-func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
+func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	ctx := r.Context()
 	logger := klog.FromContext(ctx)
 	u, ok := apirequest.UserFrom(ctx)
@@ -100,7 +92,7 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 		r.Body = body
 	}
 	upgrade := httpstream.IsUpgradeRequest(r)
-	audit.AddAuditAnnotation(ctx, AuditDecision, string(v1alpha1.RouteProxy))
+	audit.AddAuditAnnotation(ctx, status.AuditDecision, string(v1alpha1.RouteProxy))
 	// The peer's Cache-Control is the answer's (an OpenAPI document at its
 	// hash is immutable): the reverse proxy adds response headers to those
 	// already set, and the chain's default (WithCacheControl's "no-cache,
@@ -109,13 +101,13 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 	chainCacheControl := w.Header().Values("Cache-Control")
 	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
-	for _, peer := range t.candidates {
+	for _, peer := range t.Candidates {
 		// Bound to the peer before its readiness is checked: a peer
 		// stopped after the check ends this attempt, one stopped before
 		// fails the check.
-		actx, done := p.inflight.bind(ctx, peer.ID)
-		if p.stillCandidate != nil && !p.stillCandidate(peer, t.gvr) {
-			done()
+		actx, release := p.inflight.bind(ctx, peer.ID)
+		if p.snapshot != nil && !p.snapshot().StillCandidate(peer, t.GVR, p.clock.Now()) {
+			release()
 			tried = append(tried, peer.ID)
 			continue
 		}
@@ -128,72 +120,72 @@ func (p *proxier) serve(w http.ResponseWriter, r *http.Request, t target) {
 			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
 			a := &attempt{}
-			p.reverseProxy(peer.Endpoint, t.longRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, a.trace())))
+			p.reverseProxy(peer.Endpoint, t.LongRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{WroteHeaders: a.wroteRequest})))
 			reached = a.wroteHeaders.Load()
 		}
-		if peerStopped(actx) && tw.err != nil {
+		if release() && tw.err != nil {
 			tw.err = fmt.Errorf("%w: %v", errPeerStopped, tw.err)
 		}
-		done()
 		if tw.err == nil {
-			audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
+			audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
-			proxied(ctx, t.about.labels, tw.status(), p.clock.Since(start))
+			metrics.Proxied(ctx, t.About.Labels(), tw.status(), p.clock.Since(start))
 			return
 		}
 		if ctx.Err() != nil {
 			// The client left or the request deadline passed: the outer
 			// filters answer; nothing to retry.
 			ownAnswer(w, chainCacheControl)
-			proxyError(ctx, "canceled", t.about.labels)
-			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.about.name, "err", tw.err)
+			metrics.ProxyError(ctx, metrics.ErrorCanceled, t.About.Labels())
+			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			return
 		}
 		if !reached && !body.used() && !tw.wrote {
-			proxyError(ctx, "connect", t.about.labels)
-			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.about.name, "err", tw.err)
+			metrics.ProxyError(ctx, metrics.ErrorConnect, t.About.Labels())
+			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			tried = append(tried, peer.ID)
 			continue
 		}
-		proxyError(ctx, "proxy", t.about.labels)
-		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.about.name, "method", r.Method)
+		metrics.ProxyError(ctx, metrics.ErrorProxy, t.About.Labels())
+		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.About.Name(), "method", r.Method)
 		if !upgrade && safeRead(r) && !tw.wrote {
 			tried = append(tried, peer.ID)
 			continue
 		}
-		audit.AddAuditAnnotation(ctx, AuditProxiedTo, peer.ID)
+		audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
 		annotateFailedOver(ctx, tried)
 		if tw.wrote {
 			// The response had started: nothing more can be said.
-			peerRoutedAnswer(tw.status())
+			metrics.RoutedAnswer(tw.status())
 			return
 		}
 		ownAnswer(w, chainCacheControl)
-		p.answers.sentButFailed(w, r, t.about, peer.ID, tw.err)
+		p.Answers.SentButFailed(w, r, t.About, peer.ID, tw.err)
 		return
 	}
 	ownAnswer(w, chainCacheControl)
 	annotateFailedOver(ctx, tried)
-	audit.AddAuditAnnotation(ctx, AuditError, "no peer could take the request")
+	audit.AddAuditAnnotation(ctx, status.AuditError, "no peer could take the request")
 	if p.allGone(tried) {
 		// The view the candidates came from is older than their Leases
 		// (every replica restarting, say): nothing says when one will be
 		// back, as for a decision of none ready.
-		p.answers.noneReady(w, r, t.about, "no peer serving it answers, and the registration lease of each records its departure or lapsed over "+routing.RecoveryWindow.String()+" ago (tried "+strings.Join(tried, ", ")+")")
+		p.Answers.NoneReady(w, r, t.About, "no peer serving it answers, and the registration lease of each records its departure or lapsed over "+routing.RecoveryWindow.String()+" ago (tried "+strings.Join(tried, ", ")+")")
 		return
 	}
-	p.answers.unavailable(w, r, t.about, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
+	p.Answers.Unavailable(w, r, t.About, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
 }
 
 // allGone is true when every peer in ids is gone for good: its
 // registration Lease records a departure or lapsed over
 // routing.RecoveryWindow ago.
-func (p *proxier) allGone(ids []string) bool {
-	if p.peerGone == nil || len(ids) == 0 {
+func (p *Proxier) allGone(ids []string) bool {
+	if p.snapshot == nil || len(ids) == 0 {
 		return false
 	}
+	snap, now := p.snapshot(), p.clock.Now()
 	for _, id := range ids {
-		if !p.peerGone(id) {
+		if !snap.GoneForGood(id, now) {
 			return false
 		}
 	}
@@ -210,19 +202,8 @@ func ownAnswer(w http.ResponseWriter, chainCacheControl []string) {
 
 func annotateFailedOver(ctx context.Context, ids []string) {
 	if len(ids) > 0 {
-		audit.AddAuditAnnotation(ctx, AuditFailedOver, strings.Join(ids, ","))
+		audit.AddAuditAnnotation(ctx, status.AuditFailedOver, strings.Join(ids, ","))
 	}
-}
-
-// attempt records from the transport's own trace how far one try at a peer
-// got. Until the request headers are written the peer cannot have acted
-// on the request; after, it may have.
-type attempt struct {
-	wroteHeaders atomic.Bool
-}
-
-func (a *attempt) trace() *httptrace.ClientTrace {
-	return &httptrace.ClientTrace{WroteHeaders: func() { a.wroteHeaders.Store(true) }}
 }
 
 // serveUpgrade proxies an upgrade (exec, attach, port-forward, websocket)
@@ -230,14 +211,14 @@ func (a *attempt) trace() *httptrace.ClientTrace {
 // connections. The identity is set on the request it writes to the peer as
 // is (no hop-by-hop stripping after it): the upgrade dial does not go
 // through a round tripper (upstream loses the identity there).
-func (p *proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint string, u user.Info) {
+func (p *Proxier) serveUpgrade(tw *trackingWriter, r *http.Request, endpoint string, u user.Info) {
 	location := &url.URL{Scheme: "https", Host: endpoint, Path: r.URL.Path, RawQuery: r.URL.RawQuery}
 	out := r.Clone(r.Context())
 	out.URL = location
 	out.Host = location.Host
 	out.RequestURI = ""
 	setPeerHeaders(out, u)
-	h := proxy.NewUpgradeAwareHandler(location, p.transports.Load().long, false, false, errorRecorder{tw})
+	h := utilproxy.NewUpgradeAwareHandler(location, p.transports.Load().long, false, false, errorRecorder{tw})
 	h.UseLocationHost = true
 	h.RejectForwardingRedirects = true
 	// The wrapper keeps the writer's Flusher, CloseNotifier and (on HTTP/1)
@@ -303,7 +284,7 @@ type proxyKey struct {
 // whether to try the next peer; redirects are refused as
 // UpgradeAwareHandler's RejectForwardingRedirects does; the transport is
 // read per request, so a CA reload takes effect at once.
-func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.ReverseProxy {
+func (p *Proxier) reverseProxy(endpoint string, longRunning bool) *httputil.ReverseProxy {
 	key := proxyKey{endpoint, longRunning}
 	if rp, ok := p.proxies.Load(key); ok {
 		return rp.(*httputil.ReverseProxy)
@@ -319,18 +300,9 @@ func (p *proxier) reverseProxy(endpoint string, longRunning bool) *httputil.Reve
 			u, _ := apirequest.UserFrom(pr.In.Context())
 			setPeerHeaders(pr.Out, u)
 		},
-		Transport:  currentTransport{p: p, longRunning: longRunning},
-		BufferPool: &copyBuffers,
-		ModifyResponse: func(resp *http.Response) error {
-			if err := modifyResponse(resp); err != nil {
-				return err
-			}
-			if longRunning {
-				endCleanly(resp)
-				return nil // a stream: never held back
-			}
-			return readAhead(resp)
-		},
+		Transport:      currentTransport{p: p, longRunning: longRunning},
+		BufferPool:     &copyBuffers,
+		ModifyResponse: modifyResponse(longRunning),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if tw, ok := w.(*trackingWriter); ok {
 				tw.err = err
@@ -357,55 +329,8 @@ type errorRecorder struct{ tw *trackingWriter }
 
 func (e errorRecorder) Error(_ http.ResponseWriter, _ *http.Request, err error) { e.tw.err = err }
 
-// safeRead is true for reads: repeating them on another peer changes
-// nothing (upgrades are excluded by the caller).
-func safeRead(r *http.Request) bool {
-	return r.Method == http.MethodGet || r.Method == http.MethodHead
-}
-
-// replayableBody lets a request body be handed to a second peer when the
-// first could not be connected to: it records whether a byte was read and
-// ignores the transport's Close (the server closes the real body).
-type replayableBody struct {
-	io.ReadCloser
-	read atomic.Bool
-}
-
-func (b *replayableBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if n > 0 {
-		b.read.Store(true)
-	}
-	return n, err
-}
-
-func (b *replayableBody) Close() error { return nil }
-func (b *replayableBody) used() bool   { return b.read.Load() }
-
-// trackingWriter records the status, whether anything was written and the
-// proxy's error, if any.
-type trackingWriter struct {
-	http.ResponseWriter
-	code  int
-	wrote bool
-	err   error
-}
-
-func (t *trackingWriter) WriteHeader(code int) {
-	t.code, t.wrote = code, true
-	t.ResponseWriter.WriteHeader(code)
-}
-
-func (t *trackingWriter) Write(b []byte) (int, error) {
-	if !t.wrote {
-		t.code, t.wrote = http.StatusOK, true
-	}
-	return t.ResponseWriter.Write(b)
-}
-
-// Unwrap makes trackingWriter a responsewriter.UserProvidedDecorator.
-func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
-
+// status is the status the client got (the reverse proxy may write a
+// body without WriteHeader); here, beside Serve, its one reader.
 func (t *trackingWriter) status() int {
 	if t.code == 0 {
 		return http.StatusOK

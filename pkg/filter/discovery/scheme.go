@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package discovery
 
 import (
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -20,14 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
 
-// scheme holds every type the filter reads or writes:
-//   - the peerdiscovery.k8s.io objects its caches read (a plain REST client
-//     over it is version-stable, unlike a generated clientset);
-//   - the aggregated discovery types (apidiscovery.k8s.io/v2) it serves;
+// scheme holds every type discovery writes:
+//   - the aggregated discovery types (apidiscovery.k8s.io/v2);
 //   - the legacy discovery types (APIGroupList, APIGroup, APIResourceList),
 //     which metav1.AddToGroupVersion registers unversioned at "v1" as
 //     kube-apiserver's legacyscheme does, so they are written (JSON, YAML
@@ -38,7 +34,6 @@ var (
 )
 
 func init() {
-	utilruntime.Must(v1alpha1.AddToScheme(scheme))
 	utilruntime.Must(apidiscoveryv2.AddToScheme(scheme))
 	metav1.AddToGroupVersion(scheme, metav1.SchemeGroupVersion)
 }

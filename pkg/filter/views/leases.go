@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
@@ -33,7 +33,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// leaseRecords knows what every server's registration Lease records it
+// Leases knows what every server's registration Lease records it
 // serves, from this kube-apiserver's own watch of the Leases (its watch
 // cache, fed by etcd). peerdiscovery's view is built from the same Leases,
 // but through an extension replica that may lag: a replica whose Lease
@@ -43,7 +43,7 @@ import (
 // (test/nodeplane in CI). A live server's own record is the stronger fact:
 // the routing snapshot carries these records, and routing.Decide proxies
 // to a live server whose Lease records the resource when the view cannot.
-type leaseRecords struct {
+type Leases struct {
 	// current is copied on write, read without locks.
 	current atomic.Pointer[routing.Records]
 	mu      sync.Mutex // serializes writers
@@ -51,19 +51,22 @@ type leaseRecords struct {
 	// was decoded from: a renewal that records the same list reuses it.
 	raw map[string]string
 	now func() time.Time
+	// onChange, when set, is called after each change of current (the
+	// routing snapshot is published from it).
+	onChange func()
 }
 
-func newLeaseRecords(now func() time.Time) *leaseRecords {
-	l := &leaseRecords{now: now, raw: map[string]string{}}
+func newLeases(now func() time.Time) *Leases {
+	l := &Leases{now: now, raw: map[string]string{}}
 	l.current.Store(&routing.Records{})
 	return l
 }
 
-// records returns the current records; read only.
-func (l *leaseRecords) records() routing.Records { return *l.current.Load() }
+// Records returns the current records; read only.
+func (l *Leases) Records() routing.Records { return *l.current.Load() }
 
-// start watches the registration Leases over the loopback client.
-func (l *leaseRecords) start(ctx context.Context, loopback *rest.Config) error {
+// Start watches the registration Leases over the loopback client.
+func (l *Leases) Start(ctx context.Context, loopback *rest.Config) error {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return err
@@ -76,7 +79,7 @@ func (l *leaseRecords) start(ctx context.Context, loopback *rest.Config) error {
 }
 
 // run starts the informer over lw.
-func (l *leaseRecords) run(ctx context.Context, lw cache.ListerWatcher) {
+func (l *Leases) run(ctx context.Context, lw cache.ListerWatcher) {
 	logger := klog.FromContext(ctx)
 	inf := cache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{})
 	_ = inf.SetTransform(func(o interface{}) (interface{}, error) {
@@ -86,8 +89,8 @@ func (l *leaseRecords) run(ctx context.Context, lw cache.ListerWatcher) {
 		return o, nil
 	})
 	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(o interface{}) { l.set(logger, o) },
-		UpdateFunc: func(_, o interface{}) { l.set(logger, o) },
+		AddFunc:    func(o interface{}) { l.Record(logger, o) },
+		UpdateFunc: func(_, o interface{}) { l.Record(logger, o) },
 		DeleteFunc: func(o interface{}) {
 			if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
 				o = d.Obj
@@ -103,17 +106,20 @@ func (l *leaseRecords) run(ctx context.Context, lw cache.ListerWatcher) {
 	go inf.Run(ctx.Done())
 }
 
-func (l *leaseRecords) update(change func(routing.Records)) {
+func (l *Leases) update(change func(routing.Records)) {
 	l.mu.Lock()
 	next := maps.Clone(*l.current.Load())
 	change(next)
 	l.current.Store(&next)
 	l.mu.Unlock()
+	if l.onChange != nil {
+		l.onChange()
+	}
 }
 
-// set records one Lease. A broken one records nothing (peerdiscovery
+// Record records one Lease (what the informer does with each). A broken one records nothing (peerdiscovery
 // ignores it too).
-func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
+func (l *Leases) Record(logger klog.Logger, o interface{}) {
 	lease, ok := o.(*coordinationv1.Lease)
 	if !ok {
 		return
@@ -136,7 +142,7 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 			logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
 			return
 		}
-		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, DepartedAt: reg.DepartedAt}
+		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, Departed: reg.Departed(), DepartedAt: reg.DepartedAt}
 		switch {
 		case reuse:
 			r.Served = prev.Served
@@ -156,27 +162,27 @@ func (l *leaseRecords) set(logger klog.Logger, o interface{}) {
 	})
 }
 
-// leaseState is what a server's registration Lease says of it now.
-type leaseState int
+// LeaseState is what a server's registration Lease says of it now.
+type LeaseState int
 
 const (
-	leaseUnknown  leaseState = iota // no registration Lease (or a broken one)
-	leaseLive                       // renewed, no departure recorded
-	leaseDeparted                   // the server recorded a graceful shutdown
-	leaseLapsed                     // not renewed in time: crashed, frozen or cut off
+	LeaseUnknown  LeaseState = iota // no registration Lease (or a broken one)
+	LeaseLive                       // renewed, no departure recorded
+	LeaseDeparted                   // the server recorded a graceful shutdown
+	LeaseLapsed                     // not renewed in time: crashed, frozen or cut off
 )
 
-// state tells what the registration Lease of server id says now.
-func (l *leaseRecords) state(id string) leaseState {
-	r, ok := l.records()[id]
+// State tells what the registration Lease of server id says now.
+func (l *Leases) State(id string) LeaseState {
+	r, ok := l.Records()[id]
 	switch {
 	case !ok:
-		return leaseUnknown
-	case !r.DepartedAt.IsZero():
-		return leaseDeparted
+		return LeaseUnknown
+	case r.Departed:
+		return LeaseDeparted
 	case r.Live(l.now()):
-		return leaseLive
+		return LeaseLive
 	default:
-		return leaseLapsed
+		return LeaseLapsed
 	}
 }

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -32,6 +33,7 @@ import (
 	"k8s.io/component-base/metrics/testutil"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -61,7 +63,7 @@ func peerWithReady(id, endpoint string, status metav1.ConditionStatus, rv string
 	}
 }
 
-func decideWidgets(s *routingState) routing.Result {
+func decideWidgets(s *Routes) routing.Result {
 	return routing.Decide(&routing.Snapshot{Table: s.table(), Self: selfID, Local: routing.NewServed(nil)}, routing.Request{IsResourceRequest: true, GVR: widgetsGVR}, time.Now())
 }
 
@@ -78,17 +80,17 @@ func TestRoutingStateFollowsTheInformers(t *testing.T) {
 		"apiserverpeers":            newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1")}}),
 		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.PeerAggregatedDiscovery{*merged}}),
 	}
-	s := newRoutingState()
-	if s.synced() || s.table().Len() != 0 {
+	s := newRoutes()
+	if s.Synced() || s.table().Len() != 0 {
 		t.Fatal("a new state must be empty and not synced")
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
 
-	eventually(t, "synced", s.synced)
+	eventually(t, "synced", s.Synced)
 	if res := decideWidgets(s); res.Decision != v1alpha1.RouteProxy || res.Candidates[0].ID != "b" {
 		t.Fatalf("after sync: %s %v", res.Decision, res.Candidates)
 	}
-	if d := s.mergedDiscovery(); d == nil || d.ResourceVersion != "1" {
+	if d := s.Current().Merged; d == nil || d.ResourceVersion != "1" {
 		t.Fatalf("merged discovery %v", d)
 	}
 
@@ -115,11 +117,11 @@ func TestRoutingStateFollowsTheInformers(t *testing.T) {
 	merged2 := mergedDiscovery(t, "4", nil, nil)
 	lws["peeraggregateddiscoveries"].w.Modify(merged2)
 	eventually(t, "new merged discovery", func() bool {
-		d := s.mergedDiscovery()
+		d := s.Current().Merged
 		return d != nil && d.ResourceVersion == "4"
 	})
 	lws["peeraggregateddiscoveries"].w.Delete(merged2)
-	eventually(t, "merged discovery dropped", func() bool { return s.mergedDiscovery() == nil })
+	eventually(t, "merged discovery dropped", func() bool { return s.Current().Merged == nil })
 }
 
 // TestRoutingStateSyncsWithEmptyLists: empty lists bring no events; the
@@ -132,16 +134,16 @@ func TestRoutingStateSyncsWithEmptyLists(t *testing.T) {
 		"apiserverpeers":            newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
 		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
 	}
-	s := newRoutingState()
+	s := newRoutes()
 	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
-	eventually(t, "synced", s.synced)
-	if s.table().Len() != 0 || s.mergedDiscovery() != nil {
+	eventually(t, "synced", s.Synced)
+	if s.table().Len() != 0 || s.Current().Merged != nil {
 		t.Fatal("empty lists must give an empty state")
 	}
 }
 
 func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
-	registerMetrics()
+	metrics.Register()
 	res := "relist-test-" + t.Name()
 	lw := countRelists(&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
@@ -152,7 +154,7 @@ func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
 		},
 	}, res)
 	count := func() float64 {
-		v, err := testutil.GetCounterMetricValue(informerRelists.WithLabelValues(res))
+		v, err := testutil.GetCounterMetricValue(metrics.InformerRelists.WithLabelValues(res))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,11 +194,11 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 	defer srv.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s := newRoutingState()
-	if err := s.start(ctx, &rest.Config{Host: srv.URL}); err != nil {
+	s := newRoutes()
+	if err := s.Start(ctx, &rest.Config{Host: srv.URL}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "synced", s.synced)
+	eventually(t, "synced", s.Synced)
 	eventually(t, "every resource read", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -222,7 +224,7 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 // the view marks it stale (every replica down), the next one that works
 // marks it current again.
 func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
-	s := newRoutingState()
+	s := newRoutes()
 	fail := false
 	lw := s.trackSource(&cache.ListWatch{
 		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
@@ -247,9 +249,59 @@ func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
 		} else {
 			_, _ = lw.List(metav1.ListOptions{})
 		}
-		if s.stale() != step.stale {
-			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.stale(), step.stale)
+		if s.Current().Stale != step.stale {
+			t.Fatalf("after a %s that failed=%v: stale=%v, want %v", map[bool]string{true: "watch", false: "list"}[step.watch], step.fail, s.Current().Stale, step.stale)
 		}
+	}
+}
+
+// TestRoutingStateStopsPeersThatTurnNotReady: a peer that was ready and
+// no longer is (or is gone) is stopped once, after the table that says so
+// is in use; a peer that never was ready is not.
+func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
+	metrics.Register() // the state reports its sync through them
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	lws := map[string]*fakeLW{
+		"peerroutingtables": newFakeLW(&v1alpha1.PeerRoutingTableList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+		"apiserverpeers": newFakeLW(&v1alpha1.APIServerPeerList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}, Items: []v1alpha1.APIServerPeer{
+			*peerWithReady("b", "10.0.0.2:6443", metav1.ConditionTrue, "1"),
+			*peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "1"),
+		}}),
+		"peeraggregateddiscoveries": newFakeLW(&v1alpha1.PeerAggregatedDiscoveryList{ListMeta: metav1.ListMeta{ResourceVersion: "1"}}),
+	}
+	s := newRoutes()
+	var mu sync.Mutex
+	var stopped []string
+	s.onPeerStopped = func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		// The table in use says so already.
+		if p, _ := s.table().Peer(id); p.Ready {
+			t.Errorf("%s stopped while the table in use has it ready", id)
+		}
+		stopped = append(stopped, id)
+	}
+	got := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(stopped)
+	}
+	s.run(ctx, func(resource string) cache.ListerWatcher { return lws[resource] })
+	eventually(t, "synced", s.Synced)
+
+	lws["apiserverpeers"].w.Modify(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "2"))
+	eventually(t, "b stopped", func() bool { return slices.Equal(got(), []string{"b"}) })
+	// Not ready from the start: nothing in flight to stop.
+	lws["apiserverpeers"].w.Add(peerWithReady("c", "10.0.0.3:6443", metav1.ConditionFalse, "3"))
+	// Gone while ready.
+	lws["apiserverpeers"].w.Delete(peerWithReady("d", "10.0.0.4:6443", metav1.ConditionTrue, "4"))
+	eventually(t, "d stopped", func() bool { return slices.Equal(got(), []string{"b", "d"}) })
+	// b, not ready already, goes: no second stop.
+	lws["apiserverpeers"].w.Delete(peerWithReady("b", "10.0.0.2:6443", metav1.ConditionFalse, "5"))
+	eventually(t, "b gone", func() bool { _, ok := s.table().Peer("b"); return !ok })
+	if g := got(); !slices.Equal(g, []string{"b", "d"}) {
+		t.Errorf("stopped %v, want [b d]", g)
 	}
 }
 
@@ -257,7 +309,7 @@ func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
 // ends with an Error event) makes the view stale at once, not after
 // client-go's backoff and the list that follows it.
 func TestRoutingStateKnowsWhenAWatchOfTheViewBreaks(t *testing.T) {
-	s := newRoutingState()
+	s := newRoutes()
 	fake := watch.NewFakeWithChanSize(2, false) // sends never wait for the reader
 	lw := s.trackSource(&cache.ListWatch{
 		ListFunc:  func(metav1.ListOptions) (runtime.Object, error) { return &v1alpha1.APIServerPeerList{}, nil },
@@ -269,17 +321,17 @@ func TestRoutingStateKnowsWhenAWatchOfTheViewBreaks(t *testing.T) {
 	}
 	defer w.Stop()
 	fake.Add(&v1alpha1.APIServerPeer{})
-	if e := <-w.ResultChan(); e.Type != watch.Added || s.stale() {
-		t.Fatalf("after an event: %s, stale=%v", e.Type, s.stale())
+	if e := <-w.ResultChan(); e.Type != watch.Added || s.Current().Stale {
+		t.Fatalf("after an event: %s, stale=%v", e.Type, s.Current().Stale)
 	}
 	fake.Error(&metav1.Status{Status: metav1.StatusFailure, Message: "unable to decode an event from the watch stream: stream error"})
 	if e := <-w.ResultChan(); e.Type != watch.Error {
 		t.Fatalf("got %s, want the Error event passed on", e.Type)
 	}
-	if !s.stale() {
+	if !s.Current().Stale {
 		t.Fatal("a watch that ended with an error left the view fresh")
 	}
-	if _, err := lw.List(metav1.ListOptions{}); err != nil || s.stale() {
-		t.Fatalf("after a list that worked: err=%v stale=%v, want fresh", err, s.stale())
+	if _, err := lw.List(metav1.ListOptions{}); err != nil || s.Current().Stale {
+		t.Fatalf("after a list that worked: err=%v stale=%v, want fresh", err, s.Current().Stale)
 	}
 }

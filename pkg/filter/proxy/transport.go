@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"context"
@@ -21,35 +21,34 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"golang.org/x/net/http2"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 	"k8s.io/apiserver/pkg/server/egressselector"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// proxier sends requests to peers over pooled transports: the peer CA
+// Proxier sends requests to peers over pooled transports: the peer CA
 // verifies their serving certificates, the front-proxy client certificate
 // proves that the X-Remote-* identity headers come from a kube-apiserver.
 // Both files are reloaded when they change.
-type proxier struct {
+type Proxier struct {
 	ca         *dynamiccertificates.DynamicFileCAContent
 	clientCert *dynamiccertificates.DynamicCertKeyPairContent
 	serverName string
 	// headerTimeout bounds the wait for a peer's response headers on
 	// requests that are not long-running.
 	headerTimeout time.Duration
+	http2         HTTP2
 
 	mu       sync.Mutex
 	keyPair  *tls.Certificate
@@ -58,25 +57,22 @@ type proxier struct {
 	transports atomic.Pointer[peerTransports]
 	// egressDial makes the TCP connections to peers when kube-apiserver
 	// has an egress selector with a controlplane network context (nil:
-	// they are dialled directly); set by WrapHandler (useEgressSelector).
+	// they are dialled directly); set by UseEgressSelector.
 	egressDial atomic.Pointer[utilnet.DialFunc]
 
-	// answers writes the filter's own Status answers; clock times the
-	// proxied requests. Both are set once, by WrapHandler and New.
-	answers answers
-	clock   clock.PassiveClock
+	// Answers writes the filter's own Status answers (set once, before
+	// the first request); clock times the proxied requests.
+	Answers status.Answers
+	clock   clock.WithTickerAndDelayedExecution
 
 	// inflight lets the view end the requests in flight to a peer that
-	// stopped answering; stillCandidate tells whether a candidate may
-	// still be tried for a resource (routing.Snapshot.StillCandidate; nil:
-	// every candidate is tried).
-	inflight       inflight
-	stillCandidate func(p routing.Peer, gvr schema.GroupVersionResource) bool
-	// peerGone tells whether a peer is gone for good (nil: never): its
-	// registration Lease recorded a departure or lapsed over
-	// routing.RecoveryWindow ago; for the answer when no candidate could
-	// be reached.
-	peerGone func(id string) bool
+	// stopped answering (StopPeer).
+	inflight inflight
+	// snapshot is the filter's current routing snapshot (nil: every
+	// candidate is tried, none is gone): read before each attempt, so a
+	// candidate that stopped since the decision is skipped, and when none
+	// could be reached.
+	snapshot func() *routing.Snapshot
 
 	// proxies holds one reverse proxy per peer endpoint and kind of
 	// request (a handful: one per kube-apiserver), built once. Building one
@@ -94,23 +90,46 @@ type peerTransports struct {
 	long  *http.Transport // long-running (LongRunningFunc): no header timeout
 }
 
-func (t *peerTransports) pick(longRunning bool) *http.Transport {
-	if longRunning {
-		return t.long
-	}
-	return t.short
+// Config is what a Proxier is built from (the filter's Options).
+type Config struct {
+	CAFile, ClientCertFile, ClientKeyFile string
+	// ServerName is verified in peers' certificates.
+	ServerName string
+	// HeaderTimeout bounds the wait for a peer's response headers on
+	// requests that are not long-running.
+	HeaderTimeout time.Duration
+	HTTP2         HTTP2
+	// Snapshot returns the filter's current routing snapshot (nil: every
+	// candidate is tried); Clock is the filter's (nil: the real one).
+	Snapshot func() *routing.Snapshot
+	Clock    clock.WithTickerAndDelayedExecution
 }
 
-func newProxier(caFile, certFile, keyFile, serverName string, headerTimeout time.Duration) (*proxier, error) {
-	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("peer-ca", caFile)
+// HTTP2 is how connections to peers use HTTP/2.
+type HTTP2 struct {
+	// Disabled makes them HTTP/1.1.
+	Disabled bool
+	// ReadIdleTimeout and PingTimeout are the connection health check: a
+	// ping after ReadIdleTimeout without a frame, the connection closed
+	// PingTimeout later without an answer. A ReadIdleTimeout of 0 turns
+	// the check off.
+	ReadIdleTimeout, PingTimeout time.Duration
+}
+
+// New builds a Proxier; Run starts its certificate reloaders.
+func New(c Config) (*Proxier, error) {
+	ca, err := dynamiccertificates.NewDynamicCAContentFromFile("peer-ca", c.CAFile)
 	if err != nil {
 		return nil, fmt.Errorf("--peer-ca-file: %w", err)
 	}
-	cert, err := dynamiccertificates.NewDynamicServingContentFromFiles("proxy-client", certFile, keyFile)
+	cert, err := dynamiccertificates.NewDynamicServingContentFromFiles("proxy-client", c.ClientCertFile, c.ClientKeyFile)
 	if err != nil {
 		return nil, fmt.Errorf("--proxy-client-cert-file/--proxy-client-key-file: %w", err)
 	}
-	p := &proxier{ca: ca, clientCert: cert, serverName: serverName, headerTimeout: headerTimeout, clock: clock.RealClock{}}
+	p := &Proxier{ca: ca, clientCert: cert, serverName: c.ServerName, headerTimeout: c.HeaderTimeout, http2: c.HTTP2, snapshot: c.Snapshot, clock: c.Clock}
+	if p.clock == nil {
+		p.clock = clock.RealClock{}
+	}
 	if err := p.rebuildTransport(); err != nil {
 		return nil, err
 	}
@@ -121,11 +140,11 @@ type listenerFunc func()
 
 func (f listenerFunc) Enqueue() { f() }
 
-// run starts the file watchers. A CA file that does not hold a valid
+// Run starts the file watchers. A CA file that does not hold a valid
 // certificate is refused by DynamicFileCAContent itself (its loadCABundle
 // keeps the last good bundle and calls no listener), so the transports
 // keep trusting the last good CA.
-func (p *proxier) run(ctx context.Context) {
+func (p *Proxier) Run(ctx context.Context) {
 	logger := klog.FromContext(ctx)
 	p.ca.AddListener(listenerFunc(func() {
 		if err := p.rebuildTransport(); err != nil {
@@ -138,7 +157,7 @@ func (p *proxier) run(ctx context.Context) {
 
 // rebuildTransport makes new pooled transports for the current CA;
 // in-flight requests finish on the old ones.
-func (p *proxier) rebuildTransport() error {
+func (p *Proxier) rebuildTransport() error {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(p.ca.CurrentCABundleContent()) {
 		return fmt.Errorf("--peer-ca-file: no certificates found")
@@ -147,7 +166,7 @@ func (p *proxier) rebuildTransport() error {
 	if old := p.transports.Swap(t); old != nil {
 		// Idle connections verified against the old CA are dropped; busy
 		// ones finish their request.
-		time.AfterFunc(time.Minute, func() {
+		p.clock.AfterFunc(time.Minute, func() {
 			old.short.CloseIdleConnections()
 			old.long.CloseIdleConnections()
 		})
@@ -155,27 +174,15 @@ func (p *proxier) rebuildTransport() error {
 	return nil
 }
 
-// Defaults of the HTTP/2 health check of connections to peers. A frozen or
-// cut-off peer fails the requests on its connection within their sum (8 s)
-// after the last frame it sent, so no request waits on it much longer than
-// the view takes to notice (goal: 10 s), where client-go's defaults (30 s +
-// 15 s) would hold them 45 s. A ping every 5 s on an idle connection costs
-// nothing measurable; kube-apiserver answers pings from its connection's
-// read loop, within milliseconds even when busy.
-const (
-	peerReadIdleTimeout = 5 * time.Second
-	peerPingTimeout     = 3 * time.Second
-)
-
-// peerDialTimeout bounds the making of a connection to a peer (TCP, or
+// PeerDialTimeout bounds the making of a connection to a peer (TCP, or
 // the egress selector's dial), so that a candidate that cannot be reached
 // gives way to the next one.
-const peerDialTimeout = 5 * time.Second
+const PeerDialTimeout = 5 * time.Second
 
 // directDialer connects to peers when no egress selector applies.
-var directDialer = &net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Second}
+var directDialer = &net.Dialer{Timeout: PeerDialTimeout, KeepAlive: 30 * time.Second}
 
-// useEgressSelector makes every connection to a peer go through the
+// UseEgressSelector makes every connection to a peer go through the
 // egress selector's controlplane network context when kube-apiserver has
 // one (--egress-selector-config-file; an HTTP CONNECT or konnectivity
 // proxy), as upstream's peer proxy does (BuildPeerProxy in
@@ -184,7 +191,7 @@ var directDialer = &net.Dialer{Timeout: peerDialTimeout, KeepAlive: 30 * time.Se
 // Only the TCP connection changes: TLS to the peer (--peer-ca-file, the
 // server name, the front-proxy client certificate) is the transports' own
 // either way.
-func (p *proxier) useEgressSelector(es *egressselector.EgressSelector) {
+func (p *Proxier) UseEgressSelector(es *egressselector.EgressSelector) {
 	if es == nil {
 		p.egressDial.Store(nil)
 		return
@@ -210,12 +217,12 @@ func (p *proxier) useEgressSelector(es *egressselector.EgressSelector) {
 // dialPeer makes the TCP connection of a transport to a peer, for the
 // requests it round-trips and the upgrades UpgradeAwareHandler dials
 // (proxy.DialURL takes the transport's DialContext).
-func (p *proxier) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+func (p *Proxier) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
 	dial := p.egressDial.Load()
 	if dial == nil {
 		return directDialer.DialContext(ctx, network, addr)
 	}
-	return dialWithin(ctx, peerDialTimeout, *dial, network, addr)
+	return dialWithin(ctx, PeerDialTimeout, *dial, network, addr)
 }
 
 // dialWithin calls dial bounded by timeout and ctx, even where dial does
@@ -254,10 +261,8 @@ func dialWithin(ctx context.Context, timeout time.Duration, dial utilnet.DialFun
 // newTransport is one pool of connections to peers, with apimachinery's
 // defaults (SetOldTransportDefaults) and HTTP/2 with a connection health
 // check configured as SetTransportDefaults does, but shorter (see
-// peerReadIdleTimeout). HTTP2_READ_IDLE_TIMEOUT_SECONDS,
-// HTTP2_PING_TIMEOUT_SECONDS and DISABLE_HTTP2 are honoured as by every
-// Kubernetes client. Connections are made by dialPeer.
-func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration) *http.Transport {
+// Config.HTTP2). Connections are made by dialPeer.
+func (p *Proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration) *http.Transport {
 	t := utilnet.SetOldTransportDefaults(&http.Transport{
 		DialContext: p.dialPeer,
 		TLSClientConfig: &tls.Config{
@@ -286,7 +291,7 @@ func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration)
 	// (SetOldTransportDefaults adds one); only through the egress
 	// selector (dialPeer).
 	t.Proxy = nil
-	if os.Getenv("DISABLE_HTTP2") != "" {
+	if p.http2.Disabled {
 		t.TLSClientConfig.NextProtos = []string{"http/1.1"}
 		return t
 	}
@@ -296,22 +301,12 @@ func (p *proxier) newTransport(pool *x509.CertPool, headerTimeout time.Duration)
 		klog.Background().Error(err, "peerdiscovery filter: configuring HTTP/2 to peers failed; using HTTP/1.1")
 		return t
 	}
-	t2.ReadIdleTimeout = envSeconds("HTTP2_READ_IDLE_TIMEOUT_SECONDS", peerReadIdleTimeout)
-	t2.PingTimeout = envSeconds("HTTP2_PING_TIMEOUT_SECONDS", peerPingTimeout)
+	t2.ReadIdleTimeout = p.http2.ReadIdleTimeout
+	t2.PingTimeout = p.http2.PingTimeout
 	return t
 }
 
-// envSeconds reads a number of seconds from the environment, def when it
-// is unset or not a number (0 turns the health check off, as in
-// apimachinery).
-func envSeconds(name string, def time.Duration) time.Duration {
-	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v >= 0 {
-		return time.Duration(v) * time.Second
-	}
-	return def
-}
-
-func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+func (p *Proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 	certPEM, keyPEM := p.clientCert.CurrentCertKeyContent()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -326,33 +321,29 @@ func (p *proxier) getClientCertificate(*tls.CertificateRequestInfo) (*tls.Certif
 	return p.keyPair, nil
 }
 
-// currentTransport round-trips with the proxier's current transport.
+// currentTransport round-trips with the Proxier's current transport.
 type currentTransport struct {
-	p           *proxier
+	p           *Proxier
 	longRunning bool
 }
 
 func (t currentTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	return t.p.transports.Load().pick(t.longRunning).RoundTrip(r)
-}
-
-// copyBufferSize is httputil's default copy buffer size.
-const copyBufferSize = 32 << 10
-
-// copyBuffers pools the reverse proxies' copy buffers.
-var copyBuffers bufferPool
-
-type bufferPool struct{ pool sync.Pool }
-
-func (b *bufferPool) Get() []byte {
-	if buf, ok := b.pool.Get().(*[copyBufferSize]byte); ok {
-		return buf[:]
+	ts := t.p.transports.Load()
+	if t.longRunning {
+		return ts.long.RoundTrip(r)
 	}
-	return new([copyBufferSize]byte)[:]
+	return ts.short.RoundTrip(r)
 }
 
-func (b *bufferPool) Put(buf []byte) {
-	if len(buf) == copyBufferSize {
-		b.pool.Put((*[copyBufferSize]byte)(buf))
-	}
+// attempt records from the transport's own trace how far one try at a peer
+// got. Until the request headers are written the peer cannot have acted
+// on the request; after, it may have.
+type attempt struct {
+	wroteHeaders atomic.Bool
 }
+
+// wroteRequest is the attempt's httptrace.ClientTrace.WroteHeaders: a
+// method here, beside the transport that calls it, rather than a closure
+// made in Serve, so that following an attempt enters each file at most
+// twice.
+func (a *attempt) wroteRequest() { a.wroteHeaders.Store(true) }

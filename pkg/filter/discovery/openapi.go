@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package discovery
 
 import (
 	"bytes"
@@ -29,6 +29,9 @@ import (
 	"k8s.io/klog/v2"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -113,8 +116,8 @@ func openAPIChoice(res routing.GroupVersionResult) (routing.Peer, bool) {
 // serveOpenAPIRoot answers /openapi/v3 with this server's root document in
 // which the group-versions a peer serves more of name the peer's document.
 // It returns false when no group-version needs a peer (the chain answers).
-func (f *Filter) serveOpenAPIRoot(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-	snap, now := f.snapshot(), f.clock.Now()
+func (d *Server) serveOpenAPIRoot(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	snap, now := d.views.Snapshot(), d.now()
 	chosen := map[string]routing.Peer{} // root key -> peer
 	for _, gv := range snap.Table.GroupVersions() {
 		if p, ok := openAPIChoice(routing.DecideGroupVersion(snap, gv, now)); ok {
@@ -135,13 +138,13 @@ func (f *Filter) serveOpenAPIRoot(w http.ResponseWriter, r *http.Request, next h
 		local.replay(w)
 		return true
 	}
-	merged := f.state.mergedDiscovery()
+	merged := d.views.Routes.Current().Merged
 	mergedRV := ""
 	if merged != nil {
 		mergedRV = merged.ResourceVersion
 	}
 	for key, peer := range chosen {
-		root, ok := f.peerOpenAPIRoot(r, peer, mergedRV)
+		root, ok := d.peerOpenAPIRoot(r, peer, mergedRV)
 		if !ok {
 			continue
 		}
@@ -164,12 +167,12 @@ func (f *Filter) serveOpenAPIRoot(w http.ResponseWriter, r *http.Request, next h
 // peerOpenAPIRoot returns peer's /openapi/v3, read on behalf of the
 // requesting user (the same identity as any proxied request) and kept for
 // peerRootTTL while the merged discovery stays the same.
-func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV string) (openAPIRootDoc, bool) {
-	c := &f.openAPIRoots
+func (d *Server) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV string) (openAPIRootDoc, bool) {
+	c := &d.openAPIRoots
 	c.mu.Lock()
 	cached, ok := c.roots[peer.ID]
 	c.mu.Unlock()
-	if ok && cached.endpoint == peer.Endpoint && cached.merged == mergedRV && f.clock.Since(cached.at) < peerRootTTL {
+	if ok && cached.endpoint == peer.Endpoint && cached.merged == mergedRV && d.now().Sub(cached.at) < peerRootTTL {
 		return cached.doc, true
 	}
 	sub := r.Clone(r.Context())
@@ -178,13 +181,13 @@ func (f *Filter) peerOpenAPIRoot(r *http.Request, peer routing.Peer, mergedRV st
 	sub.Header.Del("If-Modified-Since")
 	sub.Header.Set("Accept", "application/json")
 	out := newBufferWriter(maxOpenAPIRootBytes)
-	f.proxy.serve(out, sub, target{candidates: []routing.Peer{peer}, about: openAPIRootSubject})
+	d.proxy.Serve(out, sub, proxy.Target{Candidates: []routing.Peer{peer}, About: status.OpenAPIRootSubject})
 	var doc openAPIRootDoc
 	if out.code != http.StatusOK || out.overflow || json.Unmarshal(out.buf.Bytes(), &doc) != nil {
 		klog.FromContext(r.Context()).V(2).Info("peerdiscovery filter: reading a peer's /openapi/v3 failed; its group-versions keep this server's entries", "peer", peer.ID, "code", out.code)
 		return openAPIRootDoc{}, false
 	}
-	c.put(peer.ID, cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: f.clock.Now(), doc: doc})
+	c.put(peer.ID, cachedRoot{endpoint: peer.Endpoint, merged: mergedRV, at: d.now(), doc: doc})
 	return doc, true
 }
 
@@ -207,25 +210,25 @@ func (c *peerOpenAPIRoots) put(id string, r cachedRoot) {
 
 // serveOpenAPIGroupVersion sends /openapi/v3/apis/<group>/<version> to the
 // peer the root names for it. It returns false for the chain.
-func (f *Filter) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
+func (d *Server) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
+	res := routing.DecideGroupVersion(d.views.Snapshot(), gv, d.now())
 	if res.Decision == v1alpha1.RouteUnavailable {
-		discoveryServed(endpointOpenAPIGroupVersion, sourceUnavailable)
-		f.groupVersionUnavailable(w, r, res)
+		metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourceUnavailable)
+		d.groupVersionUnavailable(w, r, res)
 		return true
 	}
 	peer, ok := openAPIChoice(res)
 	if !ok {
 		return false
 	}
-	discoveryServed(endpointOpenAPIGroupVersion, sourcePeer)
+	metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourcePeer)
 	// The chosen peer first, then the others serving all of it: a hash
 	// that is not theirs gets their redirect to their own.
 	cands := append([]routing.Peer{peer}, res.Candidates[1:]...)
 	if res.Split {
 		cands = cands[:1]
 	}
-	f.proxy.serve(w, r, target{candidates: cands, about: groupVersionSubject(gv)})
+	d.proxy.Serve(w, r, proxy.Target{Candidates: cands, About: status.GroupVersionSubject(gv)})
 	return true
 }
 

@@ -14,25 +14,24 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package metrics
 
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 )
 
 // Upstream's peer-proxy counters, through upstream's package (k8s.io/apiserver
-// v0.36 and later). A v1.35 build uses upstreammetrics_k8s135.go instead:
+// v0.36 and later). A v1.35 build uses upstream_k8s135.go instead:
 // the only place where the filter's source differs between releases.
 
 func registerUpstreamMetrics() { peerproxymetrics.Register() }
 
-func incRerouted(ctx context.Context, code string, gvr schema.GroupVersionResource) {
-	peerproxymetrics.IncPeerProxiedRequest(ctx, code, gvr.Group, gvr.Version, gvr.Resource)
+func incRerouted(ctx context.Context, code string, l Labels) {
+	peerproxymetrics.IncPeerProxiedRequest(ctx, code, l.Group, l.Version, l.Resource)
 }
 
-func incProxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
-	peerproxymetrics.IncPeerProxyError(ctx, typ, gvr.Group, gvr.Version, gvr.Resource)
+func incProxyError(ctx context.Context, typ string, l Labels) {
+	peerproxymetrics.IncPeerProxyError(ctx, typ, l.Group, l.Version, l.Resource)
 }

@@ -12,7 +12,12 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+// Package discovery serves discovery and OpenAPI for the whole cluster
+// from the filter's views: discovery.go: the dispatcher (Serve) and the
+// aggregated /api and /apis; legacy.go: the legacy forms; openapi.go:
+// OpenAPI v3, whose documents come from the peer serving most of a
+// group-version.
+package discovery
 
 import (
 	"net/http"
@@ -22,78 +27,81 @@ import (
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	"k8s.io/apiserver/pkg/endpoints/handlers/negotiation"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
-// serveDiscovery answers the discovery and OpenAPI requests whose true
+// Serve answers the discovery and OpenAPI requests whose true
 // answer is the cluster's, not only this server's. It returns false to let
 // the chain answer: a method other than GET, a request a peer proxied here
 // or that asks for this server's own view (X-Kubernetes-Peer-Proxied:
 // true), routing caches not synced yet (once the server is ready; before,
 // a discovery document is a 503), and anything this server answers the
 // same as the cluster.
-func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
-	if r.Method != http.MethodGet || r.Header.Get(PeerProxiedHeader) == "true" {
+func (d *Server) Serve(w http.ResponseWriter, r *http.Request, next http.Handler) bool {
+	if r.Method != http.MethodGet || r.Header.Get(proxy.PeerProxiedHeader) == "true" {
 		return false
 	}
 	path := r.URL.Path
-	if !f.Synced() {
-		if f.starting() && isDiscoveryPath(path) && !strings.Contains(r.Header.Get("Accept"), "profile=nopeer") {
+	if !d.views.Synced() {
+		if d.starting() && IsDiscoveryPath(path) && !strings.Contains(r.Header.Get("Accept"), "profile=nopeer") {
 			// A starting server's own document lacks every peer's group
 			// and, until apiextensions' DiscoveryController has run, its
 			// CRDs; a client acting on it gets no error (the namespace
 			// controller finalizes a namespace once every resource it
 			// listed is empty). 503 until synced, as for resources.
-			discoveryServed(discoveryEndpoint(r), sourceUnavailable)
-			audit.AddAuditAnnotation(r.Context(), AuditDecision, "unsynced")
-			f.answers.retryLater(w, r, discoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
+			metrics.DiscoveryServed(discoveryEndpoint(r), metrics.SourceUnavailable)
+			audit.AddAuditAnnotation(r.Context(), status.AuditDecision, "unsynced")
+			d.answers.RetryLater(w, r, status.DiscoverySubject, "this kube-apiserver's peer-aggregated discovery is not synced yet")
 			return true
 		}
 		// Past the start the chain answers, as stock kube-apiserver; but
 		// a group or group-version this server does not serve and a live
 		// peer's Lease records is no 404, as for its resources.
-		if p, ok := parseDiscoveryPath(path); ok && f.local.synced() {
-			endpoint, res := endpointResourceList, routing.GroupVersionResult{}
+		if p, ok := parseDiscoveryPath(path); ok && d.views.Local.Synced() {
+			endpoint, res := metrics.EndpointResourceList, routing.GroupVersionResult{}
 			if p.version == "" {
-				endpoint, res = endpointGroup, routing.DecideGroup(f.snapshot(), p.group, f.clock.Now())
+				endpoint, res = metrics.EndpointGroup, routing.DecideGroup(d.views.Snapshot(), p.group, d.now())
 			} else {
-				res = routing.DecideGroupVersion(f.snapshot(), p.groupVersion(), f.clock.Now())
+				res = routing.DecideGroupVersion(d.views.Snapshot(), p.groupVersion(), d.now())
 			}
 			if res.Decision == v1alpha1.RouteUnavailable {
-				discoveryServed(endpoint, sourceUnavailable)
-				f.groupVersionUnavailable(w, r, res)
+				metrics.DiscoveryServed(endpoint, metrics.SourceUnavailable)
+				d.groupVersionUnavailable(w, r, res)
 				return true
 			}
-			discoveryServed(endpoint, sourceLocal)
+			metrics.DiscoveryServed(endpoint, metrics.SourceLocal)
 		}
 		return false
 	}
 	switch {
 	case path == "/apis" || path == "/api":
-		return f.discovery.serveRoot(w, r, f.serverID)
+		return d.serveRoot(w, r, d.self)
 	case path == openAPIRoot:
-		if f.serveOpenAPIRoot(w, r, next) {
-			discoveryServed(endpointOpenAPI, sourceMerged)
+		if d.serveOpenAPIRoot(w, r, next) {
+			metrics.DiscoveryServed(metrics.EndpointOpenAPI, metrics.SourceMerged)
 			return true
 		}
-		discoveryServed(endpointOpenAPI, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointOpenAPI, metrics.SourceLocal)
 		return false
 	case strings.HasPrefix(path, openAPIPrefix):
 		gv, ok := parseOpenAPIPath(path)
 		if !ok {
 			return false
 		}
-		if f.serveOpenAPIGroupVersion(w, r, gv) {
+		if d.serveOpenAPIGroupVersion(w, r, gv) {
 			return true
 		}
-		discoveryServed(endpointOpenAPIGroupVersion, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourceLocal)
 		return false
 	}
 	p, ok := parseDiscoveryPath(path)
@@ -101,30 +109,14 @@ func (f *Filter) serveDiscovery(w http.ResponseWriter, r *http.Request, next htt
 		return false
 	}
 	if p.version == "" {
-		return f.serveGroup(w, r, p.group)
+		return d.serveGroup(w, r, p.group)
 	}
-	return f.serveResourceList(w, r, p.groupVersion())
+	return d.serveResourceList(w, r, p.groupVersion())
 }
 
-// starting is true before the post-start hook has run and for
-// unsyncedReadyAfter after it: while an unsynced filter holds this server's
-// readiness (ReadyzCheck), a discovery document is a 503 rather than the
-// local chain's alone. Past it the server is ready, and a cluster without
-// a reachable peerdiscovery-apiserver (the bootstrap of one, too) is
-// served as stock kube-apiserver serves it.
-func (f *Filter) starting() bool {
-	deadline := f.syncDeadline.Load()
-	if !f.started.Load() || deadline == 0 {
-		return true
-	}
-	now := f.clock.Now()
-	hookRan := time.Unix(0, deadline).Add(-f.opts.SyncGracePeriod)
-	return now.Sub(hookRan) < unsyncedReadyAfter && now.UnixNano() < deadline
-}
-
-// isDiscoveryPath is true for the paths whose documents the filter merges:
+// IsDiscoveryPath is true for the paths whose documents the filter merges:
 // /api, /apis, /api/v1, /apis/<group> and /apis/<group>/<version>.
-func isDiscoveryPath(path string) bool {
+func IsDiscoveryPath(path string) bool {
 	if path == "/api" || path == "/apis" {
 		return true
 	}
@@ -137,31 +129,30 @@ func discoveryEndpoint(r *http.Request) string {
 	switch path := r.URL.Path; {
 	case path == "/api" || path == "/apis":
 		if strings.Contains(r.Header.Get("Accept"), apidiscoveryv2.SchemeGroupVersion.Group) {
-			return endpointAggregated
+			return metrics.EndpointAggregated
 		}
-		return endpointGroupList
+		return metrics.EndpointGroupList
 	case strings.Count(path, "/") == 2 && strings.HasPrefix(path, "/apis/"):
-		return endpointGroup
+		return metrics.EndpointGroup
 	default:
-		return endpointResourceList
+		return metrics.EndpointResourceList
 	}
 }
 
-// discoverySubject names a discovery document in a 503's Status.
-var discoverySubject = subject{
-	labels: schema.GroupVersionResource{Version: "v1"},
-	name:   "discovery",
-}
-
-// peerDiscovery serves the peer-aggregated discovery documents: /apis and
-// /api (aggregated, v2) are the merged PeerAggregatedDiscovery combined
-// with this server's live local view, so a CRD created here shows at once;
-// the legacy /apis, /apis/<group> and resource lists are derived from the
-// same combined view (legacyView). A request with profile=nopeer, or with
-// X-Kubernetes-Peer-Proxied, gets the local view from the chain.
-type peerDiscovery struct {
-	local *localDiscovery
-	state *routingState
+// Server answers the discovery and OpenAPI requests whose true answer is
+// the cluster's (Serve). /apis and /api (aggregated, v2) are the merged
+// PeerAggregatedDiscovery combined with this server's live local view, so
+// a CRD created here shows at once; the legacy /apis, /apis/<group> and
+// resource lists are derived from the same combined view (legacyView). A
+// request with profile=nopeer, or with X-Kubernetes-Peer-Proxied, gets the
+// local view from the chain.
+type Server struct {
+	views    *views.Views
+	proxy    *proxy.Proxier
+	answers  status.Answers
+	self     string
+	now      func() time.Time
+	starting func() bool
 
 	mu   sync.Mutex
 	key  cacheKey
@@ -170,7 +161,30 @@ type peerDiscovery struct {
 	// legacy is the legacy form of apis and api (nil until asked for),
 	// built with legacyLocal, the local view they were combined with.
 	legacy      *legacyView
-	legacyLocal *localDoc
+	legacyLocal *views.LocalDoc
+
+	// openAPIRoots caches peers' /openapi/v3 documents.
+	openAPIRoots peerOpenAPIRoots
+}
+
+// Config is what a Server takes from the filter.
+type Config struct {
+	Views   *views.Views
+	Proxy   *proxy.Proxier
+	Answers status.Answers
+	// Self is this server's ID.
+	Self string
+	// Now is the filter's clock.
+	Now func() time.Time
+	// Starting tells whether the server is starting: while it holds its
+	// readiness, an unsynced discovery document is a 503 rather than the
+	// local chain's alone.
+	Starting func() bool
+}
+
+// New makes a Server.
+func New(c Config) *Server {
+	return &Server{views: c.Views, proxy: c.Proxy, answers: c.Answers, self: c.Self, now: c.Now, starting: c.Starting}
 }
 
 type cacheKey struct {
@@ -183,15 +197,11 @@ type servedDoc struct {
 	etag string
 }
 
-func newPeerDiscovery(local *localDiscovery, state *routingState) *peerDiscovery {
-	return &peerDiscovery{local: local, state: state}
-}
-
 // serveRoot answers /api and /apis: the aggregated v2 form unless the
 // client asked for profile=nopeer, else the legacy /apis. The legacy /api
 // (APIVersions: v1 only, served by every server) is the chain's. It
 // returns false to let the chain answer.
-func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self string) bool {
+func (d *Server) serveRoot(w http.ResponseWriter, r *http.Request, self string) bool {
 	mt, ok := negotiation.NegotiateMediaTypeOptions(r.Header.Get("Accept"), codecs.SupportedMediaTypes(), aggregated.DiscoveryEndpointRestrictions)
 	if ok && aggregated.IsAggregatedDiscoveryGVK(mt.Convert) {
 		if mt.Convert.Version != "v2" || mt.Profile == "nopeer" {
@@ -201,7 +211,7 @@ func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self s
 		if !ok {
 			return false
 		}
-		discoveryServed(endpointAggregated, sourceMerged)
+		metrics.DiscoveryServed(metrics.EndpointAggregated, metrics.SourceMerged)
 		aggregated.ServeHTTPWithETag(doc.list, doc.etag, apidiscoveryv2.SchemeGroupVersion, codecs, w, r)
 		return true
 	}
@@ -217,14 +227,14 @@ func (d *peerDiscovery) serveRoot(w http.ResponseWriter, r *http.Request, self s
 	if v == nil {
 		return false
 	}
-	discoveryServed(endpointGroupList, sourceMerged)
+	metrics.DiscoveryServed(metrics.EndpointGroupList, metrics.SourceMerged)
 	serveLegacyObject(w, r, servedObject{obj: v.groups, etag: v.etag("", v.groups)})
 	return true
 }
 
 // legacyView returns the legacy form of the combined view, or nil before
 // the caches have one.
-func (d *peerDiscovery) legacyView(self string) *legacyView {
+func (d *Server) legacyView(self string) *legacyView {
 	if _, ok := d.document(true, self); !ok {
 		return nil
 	}
@@ -238,18 +248,19 @@ func (d *peerDiscovery) legacyView(self string) *legacyView {
 
 // document returns the combined document, recomputed only when the local
 // view or the merged object changed.
-func (d *peerDiscovery) document(apis bool, self string) (servedDoc, bool) {
-	local := d.local.current()
-	merged := d.state.mergedDiscovery()
-	if local == nil || merged == nil || !d.state.synced() {
+func (d *Server) document(apis bool, self string) (servedDoc, bool) {
+	local := d.views.Local.Current()
+	routes := d.views.Routes.Current()
+	merged := routes.Merged
+	if local == nil || merged == nil || !routes.Synced {
 		return servedDoc{}, false
 	}
-	key := cacheKey{local: local.generation, merged: merged.ResourceVersion}
+	key := cacheKey{local: local.Generation, merged: merged.ResourceVersion}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.key != key || d.apis.list == nil {
-		d.apis = combine(local.apis, merged.Status.APIs.Items, merged.Status.APIs.ETag, self)
-		d.api = combine(local.api, merged.Status.API.Items, merged.Status.API.ETag, self)
+		d.apis = combine(local.APIs, merged.Status.APIs.Items, merged.Status.APIs.ETag, self)
+		d.api = combine(local.API, merged.Status.API.Items, merged.Status.API.ETag, self)
 		// The legacy form is built on its first use: most clients read
 		// only the aggregated one.
 		d.legacy, d.legacyLocal = nil, local
@@ -311,4 +322,21 @@ func contains(merged, local []apidiscoveryv2.APIGroupDiscovery) bool {
 		}
 	}
 	return true
+}
+
+// groupVersionUnavailable answers a group-version document's Unavailable
+// decision: 503 with Retry-After while the view lags behind a live server
+// that records it ("unrouted"), else without.
+func (d *Server) groupVersionUnavailable(w http.ResponseWriter, r *http.Request, res routing.GroupVersionResult) {
+	s := status.GroupVersionSubject(res.GroupVersion)
+	if !res.RetryAfter() {
+		d.answers.NoneReady(w, r, s, res.Reason())
+		return
+	}
+	// The client chose what it asked for: not a metric label (as for
+	// unsynced).
+	metrics.ProxyError(r.Context(), metrics.ErrorUnrouted, metrics.UnknownLabels)
+	metrics.RoutedAnswer(http.StatusServiceUnavailable)
+	audit.AddAuditAnnotation(r.Context(), status.AuditDecision, "unrouted")
+	d.answers.RetryLater(w, r, s, res.Reason())
 }

@@ -14,12 +14,11 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package metrics
 
 import (
 	"context"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	peerproxymetrics "k8s.io/apiserver/pkg/util/peerproxy/metrics"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -47,10 +46,10 @@ func registerUpstreamMetrics() {
 	}
 }
 
-func incRerouted(ctx context.Context, code string, _ schema.GroupVersionResource) {
+func incRerouted(ctx context.Context, code string, _ Labels) {
 	peerproxymetrics.IncPeerProxiedRequest(ctx, code)
 }
 
-func incProxyError(ctx context.Context, typ string, gvr schema.GroupVersionResource) {
-	peerProxyErrors.WithContext(ctx).WithLabelValues(typ, gvr.Group, gvr.Version, gvr.Resource).Inc()
+func incProxyError(ctx context.Context, typ string, l Labels) {
+	peerProxyErrors.WithContext(ctx).WithLabelValues(typ, l.Group, l.Version, l.Resource).Inc()
 }

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
@@ -93,15 +93,15 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	ctx := context.Background()
 
 	client := nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes)
-	l := newLocalDiscovery()
-	if l.synced() || l.Serves(podsGVR) {
+	l := newLocal()
+	if l.Synced() || l.Serves(podsGVR) {
 		t.Fatal("nothing read yet: not synced, serves nothing")
 	}
 	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
-	d := l.current()
-	if !l.synced() || d.generation != 0 || d.apiETag != `"api-1"` || d.apisETag != `"apis-1"` || len(d.api) != 1 || len(d.apis) != 2 {
+	d := l.Current()
+	if !l.Synced() || d.Generation != 0 || d.APIETag != `"api-1"` || d.APIsETag != `"apis-1"` || len(d.API) != 1 || len(d.APIs) != 2 {
 		t.Fatalf("first read: %+v", d)
 	}
 	for _, g := range []struct {
@@ -129,8 +129,8 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
-	if l.current() != d || srv.notMod["/api"] != 1 || srv.notMod["/apis"] != 1 {
-		t.Fatalf("unchanged documents: replaced %v, 304s %v", l.current() != d, srv.notMod)
+	if l.Current() != d || srv.notMod["/api"] != 1 || srv.notMod["/apis"] != 1 {
+		t.Fatalf("unchanged documents: replaced %v, 304s %v", l.Current() != d, srv.notMod)
 	}
 
 	// /apis changed (a CRD was created): a new generation; /api is kept.
@@ -138,8 +138,8 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
-	d2 := l.current()
-	if d2 == d || d2.generation != 1 || d2.apisETag != `"apis-2"` || d2.apiETag != `"api-1"` || len(d2.api) != 1 {
+	d2 := l.Current()
+	if d2 == d || d2.Generation != 1 || d2.APIsETag != `"apis-2"` || d2.APIETag != `"api-1"` || len(d2.API) != 1 {
 		t.Fatalf("after a change: %+v", d2)
 	}
 	if !l.Serves(schemaGVR("example.com", "v1", "gizmos")) || !l.Serves(podsGVR) {
@@ -160,7 +160,7 @@ func TestLocalDiscoveryRead(t *testing.T) {
 	if err := l.read(ctx, client, ts.URL); err == nil {
 		t.Fatal("an undecodable document must be an error")
 	}
-	if l.current() != d2 {
+	if l.Current() != d2 {
 		t.Fatal("a failed read replaced the document")
 	}
 }
@@ -171,11 +171,11 @@ func TestLocalDiscoveryRejectsInvalidDocument(t *testing.T) {
 	srv, ts := startFakeLocalServer(t)
 	ctx := context.Background()
 	client := nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes)
-	l := newLocalDiscovery()
+	l := newLocal()
 	if err := l.read(ctx, client, ts.URL); err != nil {
 		t.Fatal(err)
 	}
-	good := l.current()
+	good := l.Current()
 
 	for _, bad := range []struct {
 		name   string
@@ -189,7 +189,7 @@ func TestLocalDiscoveryRejectsInvalidDocument(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), string(nopeer.ErrInvalid)) {
 			t.Errorf("%s: read = %v, want an %s error", bad.name, err, nopeer.ErrInvalid)
 		}
-		if l.current() != good || l.Serves(schemaGVR("apps", "v1", "widgets")) {
+		if l.Current() != good || l.Serves(schemaGVR("apps", "v1", "widgets")) {
 			t.Errorf("%s: the invalid document replaced the last good one", bad.name)
 		}
 	}
@@ -198,11 +198,11 @@ func TestLocalDiscoveryRejectsInvalidDocument(t *testing.T) {
 // startLocalLoop runs a local discovery's loop against a fake server (the
 // ticker an hour apart: only events cause reads); reads counts the reads of
 // /apis.
-func startLocalLoop(t *testing.T) (srv *fakeLocalServer, l *localDiscovery, reads func() int) {
+func startLocalLoop(t *testing.T) (srv *fakeLocalServer, l *Local, reads func() int) {
 	srv, ts := startFakeLocalServer(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	l = newLocalDiscovery()
+	l = newLocal()
 	go l.loop(ctx, nopeer.NewClient(ts.Client(), maxLocalDiscoveryBytes), ts.URL, time.Hour)
 	return srv, l, func() int {
 		srv.mu.Lock()
@@ -296,8 +296,8 @@ func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
-	l := newLocalDiscovery()
-	if err := l.start(ctx, &rest.Config{Host: srv.URL}, time.Hour); err != nil {
+	l := newLocal()
+	if err := l.Start(ctx, &rest.Config{Host: srv.URL}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "CRDs synced", l.crds.HasSynced)

@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package discovery
 
 import (
 	"crypto/sha512"
@@ -32,6 +32,10 @@ import (
 	"k8s.io/client-go/discovery"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
@@ -57,7 +61,7 @@ type legacyView struct {
 	etags map[any]string // group name, group-version or "" (the list) -> ETag
 }
 
-func newLegacyView(api, apis []apidiscoveryv2.APIGroupDiscovery, local *localDoc) *legacyView {
+func newLegacyView(api, apis []apidiscoveryv2.APIGroupDiscovery, local *views.LocalDoc) *legacyView {
 	groups, lists, _ := discovery.SplitGroupsAndResources(apidiscoveryv2.APIGroupDiscoveryList{Items: apis})
 	_, core, _ := discovery.SplitGroupsAndResources(apidiscoveryv2.APIGroupDiscoveryList{Items: api})
 	for gv, l := range core {
@@ -87,7 +91,7 @@ func newLegacyView(api, apis []apidiscoveryv2.APIGroupDiscovery, local *localDoc
 			}
 		}
 	}
-	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{local.api, local.apis} {
+	for _, doc := range [][]apidiscoveryv2.APIGroupDiscovery{local.API, local.APIs} {
 		for _, g := range doc {
 			for _, ver := range g.Versions {
 				if v.localVersions[g.Name] == nil {
@@ -197,31 +201,31 @@ type groupKey string
 
 // serveGroup answers /apis/<group> with the merged APIGroup when peers
 // serve versions of it this server does not.
-func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string) bool {
-	v := f.discovery.legacyView(f.serverID)
+func (d *Server) serveGroup(w http.ResponseWriter, r *http.Request, name string) bool {
+	v := d.legacyView(d.self)
 	if v == nil {
 		return false
 	}
 	g, local := v.group(name)
 	switch {
 	case g != nil && local:
-		discoveryServed(endpointGroup, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceLocal)
 		return false
 	case g != nil:
-		discoveryServed(endpointGroup, sourceMerged)
+		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceMerged)
 		serveLegacyObject(w, r, servedObject{obj: g, etag: v.etag(groupKey(name), g)})
 		return true
 	}
 	// Not in the merged view: 503 while a server that served it has left
 	// and its tombstone stands, as for its resources, or while a live
 	// peer's registration Lease records it and no view lists it yet.
-	res := routing.DecideGroup(f.snapshot(), name, f.clock.Now())
+	res := routing.DecideGroup(d.views.Snapshot(), name, d.now())
 	if res.Decision != v1alpha1.RouteUnavailable {
-		discoveryServed(endpointGroup, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceLocal)
 		return false
 	}
-	discoveryServed(endpointGroup, sourceUnavailable)
-	f.groupVersionUnavailable(w, r, res)
+	metrics.DiscoveryServed(metrics.EndpointGroup, metrics.SourceUnavailable)
+	d.groupVersionUnavailable(w, r, res)
 	return true
 }
 
@@ -229,32 +233,32 @@ func (f *Filter) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 // group-version a peer serves more of than this server: proxied to a peer
 // serving all of it (its bytes are the answer), or, when no single server
 // does, the list derived from the combined aggregated view.
-func (f *Filter) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(f.snapshot(), gv, f.clock.Now())
+func (d *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
+	res := routing.DecideGroupVersion(d.views.Snapshot(), gv, d.now())
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
-		discoveryServed(endpointResourceList, sourceUnavailable)
-		f.groupVersionUnavailable(w, r, res)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceUnavailable)
+		d.groupVersionUnavailable(w, r, res)
 		return true
 	case v1alpha1.RouteProxy:
 	default:
 		// NotFound: not in the routes the filter keeps, which leave out
 		// cluster-wide ones (CRDs, aggregated APIs): the chain serves
 		// those.
-		discoveryServed(endpointResourceList, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceLocal)
 		return false
 	}
 	if !res.Split {
-		discoveryServed(endpointResourceList, sourcePeer)
-		f.proxy.serve(w, r, target{candidates: res.Candidates, about: groupVersionSubject(gv)})
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourcePeer)
+		d.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, About: status.GroupVersionSubject(gv)})
 		return true
 	}
-	v := f.discovery.legacyView(f.serverID)
+	v := d.legacyView(d.self)
 	if v == nil || v.lists[gv] == nil {
-		discoveryServed(endpointResourceList, sourceLocal)
+		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceLocal)
 		return false
 	}
-	discoveryServed(endpointResourceList, sourceMerged)
+	metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceMerged)
 	l := v.lists[gv]
 	serveLegacyObject(w, r, servedObject{obj: l, etag: v.etag(gv, l)})
 	return true

@@ -12,10 +12,11 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -29,27 +30,27 @@ import (
 	"k8s.io/utils/clock"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // rebuildDelay coalesces bursts of watch events into one table rebuild.
 const rebuildDelay = 50 * time.Millisecond
 
-// routingState keeps informer caches of PeerRoutingTable, APIServerPeer
+// Routes keeps informer caches of PeerRoutingTable, APIServerPeer
 // and PeerAggregatedDiscovery, reached through the loopback client and the
-// aggregator, and an immutable routing table rebuilt from them. Once
+// aggregator, and what they say as one immutable value (RoutesState),
+// swapped in whole: a reader sees the table, the merged discovery, whether
+// they synced and whether their source is down as of one moment. Once
 // synced, the caches keep routing if peerdiscovery-apiserver goes away.
-type routingState struct {
-	current  atomic.Pointer[routing.Table]
-	merged   atomic.Pointer[v1alpha1.PeerAggregatedDiscovery]
-	isSynced atomic.Bool
-	// sourceDown is set when a list or a watch of the view failed and
-	// cleared when one succeeds: the view cannot be read now (every
-	// peerdiscovery-apiserver replica down), so it may be stale.
-	sourceDown atomic.Bool
-	generation atomic.Uint64
-	dirty      chan struct{}
-	clock      clock.PassiveClock
+type Routes struct {
+	current atomic.Pointer[RoutesState]
+	mu      sync.Mutex // serializes writers of current
+	dirty   chan struct{}
+	clock   clock.WithTickerAndDelayedExecution
+	// onChange, when set, is called after each change of current (the
+	// routing snapshot is published from it).
+	onChange func()
 	// onPeerStopped, when set, is called for each peer that was ready and
 	// no longer is (or is gone), after the table that says so is in use.
 	onPeerStopped func(id string)
@@ -57,34 +58,77 @@ type routingState struct {
 	routes, peers, discovery cache.SharedIndexInformer
 }
 
-func newRoutingState() *routingState {
-	s := &routingState{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
-	s.current.Store(routing.NewTable(nil, nil))
+// RoutesState is what the routes view knows at one moment; immutable.
+type RoutesState struct {
+	// Table is never nil (empty before the first rebuild).
+	Table  *routing.Table
+	Merged *v1alpha1.PeerAggregatedDiscovery
+	Synced bool
+	// Stale is set when a list or a watch of the view failed and cleared
+	// when one succeeds: the view cannot be read now (every
+	// peerdiscovery-apiserver replica down), so it may be stale.
+	Stale bool
+}
+
+func newRoutes() *Routes {
+	s := &Routes{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
+	s.current.Store(&RoutesState{Table: routing.NewTable(nil, nil)})
 	return s
 }
 
-func (s *routingState) table() *routing.Table { return s.current.Load() }
-func (s *routingState) synced() bool          { return s.isSynced.Load() }
+// value is the view's current state; read only.
+func (s *Routes) Current() *RoutesState { return s.current.Load() }
 
-// peerReady tells whether the view says a peer is ready; a peer no
+func (s *Routes) table() *routing.Table { return s.Current().Table }
+func (s *Routes) Synced() bool          { return s.Current().Synced }
+
+// update swaps in a changed copy of the current state, then tells
+// onChange; a change that changes nothing is not published.
+func (s *Routes) update(change func(*RoutesState)) {
+	s.mu.Lock()
+	prev := s.current.Load()
+	next := *prev
+	change(&next)
+	changed := next != *prev
+	if changed {
+		s.current.Store(&next)
+	}
+	s.mu.Unlock()
+	if changed && s.onChange != nil {
+		s.onChange()
+	}
+}
+
+// PeerReady tells whether the view says a peer is ready; a peer no
 // APIServerPeer names is left to the routing tables.
-func (s *routingState) peerReady(id string) bool {
+func (s *Routes) PeerReady(id string) bool {
 	p, ok := s.table().Peer(id)
 	return !ok || p.Ready
 }
 
-// listsPeer tells whether the view lists a server (an APIServerPeer names
+// ListsPeer tells whether the view lists a server (an APIServerPeer names
 // it), and whether the view is known at all (the caches synced).
-func (s *routingState) listsPeer(id string) (listed, known bool) {
-	if !s.synced() {
+func (s *Routes) ListsPeer(id string) (listed, known bool) {
+	v := s.Current()
+	if !v.Synced {
 		return false, false
 	}
-	_, listed = s.table().Peer(id)
+	_, listed = v.Table.Peer(id)
 	return listed, true
 }
 
-// mergedDiscovery returns the last PeerAggregatedDiscovery, or nil.
-func (s *routingState) mergedDiscovery() *v1alpha1.PeerAggregatedDiscovery { return s.merged.Load() }
+// PeerObject is the APIServerPeer of server id, if the view has one.
+func (s *Routes) PeerObject(id string) (*v1alpha1.APIServerPeer, bool) {
+	if s.peers == nil {
+		return nil, false
+	}
+	for _, obj := range s.peers.GetStore().List() {
+		if p, ok := obj.(*v1alpha1.APIServerPeer); ok && p.Spec.ServerID == id {
+			return p, true
+		}
+	}
+	return nil, false
+}
 
 func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
 	cfg := rest.CopyConfig(loopback)
@@ -101,7 +145,7 @@ func newRESTClient(loopback *rest.Config) (*rest.RESTClient, error) {
 	return rest.RESTClientFor(cfg)
 }
 
-func (s *routingState) start(ctx context.Context, loopback *rest.Config) error {
+func (s *Routes) Start(ctx context.Context, loopback *rest.Config) error {
 	client, err := newRESTClient(loopback)
 	if err != nil {
 		return err
@@ -127,28 +171,31 @@ func watchedFields(resource string) fields.Selector {
 	return fields.Everything()
 }
 
-// trackSource records in sourceDown whether lw's last list or watch
-// could be opened, and whether an open watch then ended with an error:
-// when every replica dies the stream breaks mid-way, and client-go waits
-// its backoff (14 s in seed 2718's soak) before the list that would fail,
-// while the view it holds still calls a restarted server not ready.
-func (s *routingState) trackSource(lw *cache.ListWatch) *cache.ListWatch {
-	return hookListWatch(lw, func(err error) { s.sourceDown.Store(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
-		s.sourceDown.Store(w == nil)
+// trackSource records in the state's stale whether lw's last list or
+// watch could be opened, and whether an open watch then ended with an
+// error: when every replica dies the stream breaks mid-way, and client-go
+// waits its backoff (14 s in seed 2718's soak) before the list that would
+// fail, while the view it holds still calls a restarted server not ready.
+func (s *Routes) trackSource(lw *cache.ListWatch) *cache.ListWatch {
+	return hookListWatch(lw, func(err error) { s.setStale(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
+		s.setStale(w == nil)
 		if w == nil {
 			return w
 		}
 		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 			if e.Type == watch.Error {
-				s.sourceDown.Store(true)
+				s.setStale(true)
 			}
 			return e, true
 		})
 	})
 }
 
-// stale tells whether the view cannot be read now.
-func (s *routingState) stale() bool { return s.sourceDown.Load() }
+func (s *Routes) setStale(stale bool) {
+	if s.Current().Stale != stale {
+		s.update(func(v *RoutesState) { v.Stale = stale })
+	}
+}
 
 // countRelists counts the full state reads of an informer after its first:
 // a List, or a watch that asks for the initial state (client-go's watch-list
@@ -157,7 +204,7 @@ func countRelists(lw *cache.ListWatch, resource string) *cache.ListWatch {
 	var reads atomic.Int64
 	full := func() {
 		if reads.Add(1) > 1 {
-			informerRelists.WithLabelValues(resource).Inc()
+			metrics.Relisted(resource)
 		}
 	}
 	return hookListWatch(lw, func(error) { full() }, func(o metav1.ListOptions, w watch.Interface) watch.Interface {
@@ -173,7 +220,7 @@ func countRelists(lw *cache.ListWatch, resource string) *cache.ListWatch {
 // (peerdiscovery_filter_informer_last_input_timestamp_seconds). A watch
 // that stalled shows as input that grows old while nothing else does.
 func stampInput(lw *cache.ListWatch, resource string) *cache.ListWatch {
-	stamp := informerInput.WithLabelValues(resource)
+	stamp := metrics.InputStamp(resource)
 	return hookListWatch(lw, func(err error) {
 		if err == nil {
 			stamp.SetToCurrentTime()
@@ -220,7 +267,7 @@ func hookListWatch(lw *cache.ListWatch, listed func(error), watched func(metav1.
 
 // run starts the informers over the list-watchers lw gives for each
 // resource, the table rebuilds and the sync report.
-func (s *routingState) run(ctx context.Context, lw func(resource string) cache.ListerWatcher) {
+func (s *Routes) run(ctx context.Context, lw func(resource string) cache.ListerWatcher) {
 	inf := func(resource string, obj runtime.Object) cache.SharedIndexInformer {
 		i := cache.NewSharedIndexInformer(lw(resource), obj, 0, cache.Indexers{})
 		_, _ = i.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -240,14 +287,14 @@ func (s *routingState) run(ctx context.Context, lw func(resource string) cache.L
 	go s.reportSync(ctx)
 }
 
-func (s *routingState) markDirty() {
+func (s *Routes) markDirty() {
 	select {
 	case s.dirty <- struct{}{}:
 	default:
 	}
 }
 
-func (s *routingState) rebuildLoop(ctx context.Context) {
+func (s *Routes) rebuildLoop(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -258,13 +305,13 @@ func (s *routingState) rebuildLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(rebuildDelay):
+		case <-s.clock.After(rebuildDelay):
 		}
 		s.rebuild(ctx)
 	}
 }
 
-func (s *routingState) rebuild(ctx context.Context) {
+func (s *Routes) rebuild(ctx context.Context) {
 	var tables []*v1alpha1.PeerRoutingTable
 	for _, o := range s.routes.GetStore().List() {
 		if t, ok := o.(*v1alpha1.PeerRoutingTable); ok {
@@ -278,7 +325,21 @@ func (s *routingState) rebuild(ctx context.Context) {
 		}
 	}
 	next := routing.NewTable(tables, peers)
-	prev := s.current.Swap(next)
+	// A deleted document must not be served on: without one, the chain
+	// answers with this server's own discovery.
+	var merged *v1alpha1.PeerAggregatedDiscovery
+	if o, ok, _ := s.discovery.GetStore().GetByKey(v1alpha1.PeerAggregatedDiscoveryName); ok {
+		merged, _ = o.(*v1alpha1.PeerAggregatedDiscovery)
+	}
+	var prev *routing.Table
+	nowSynced := false
+	s.update(func(v *RoutesState) {
+		prev = v.Table
+		v.Table, v.Merged = next, merged
+		if !v.Synced && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
+			v.Synced, nowSynced = true, true
+		}
+	})
 	if s.onPeerStopped != nil {
 		for _, p := range prev.Peers() {
 			if now, ok := next.Peer(p.ID); p.Ready && (!ok || !now.Ready) {
@@ -286,26 +347,17 @@ func (s *routingState) rebuild(ctx context.Context) {
 			}
 		}
 	}
-	// A deleted document must not be served on: without one, the chain
-	// answers with this server's own discovery.
-	var merged *v1alpha1.PeerAggregatedDiscovery
-	if o, ok, _ := s.discovery.GetStore().GetByKey(v1alpha1.PeerAggregatedDiscoveryName); ok {
-		merged, _ = o.(*v1alpha1.PeerAggregatedDiscovery)
-	}
-	s.merged.Store(merged)
-	s.generation.Add(1)
-	if !s.isSynced.Load() && s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
-		s.isSynced.Store(true)
-		cacheSynced.Set(1)
+	if nowSynced {
+		metrics.SetCacheSynced(true)
 		klog.FromContext(ctx).Info("peerdiscovery filter: routing caches synced; routing requests to peers", "routes", len(tables), "peers", len(peers))
 	}
 }
 
 // reportSync logs, once, while peerdiscovery-apiserver cannot be reached:
 // the server then serves everything locally.
-func (s *routingState) reportSync(ctx context.Context) {
-	cacheSynced.Set(0)
-	t := time.NewTicker(time.Second)
+func (s *Routes) reportSync(ctx context.Context) {
+	metrics.SetCacheSynced(false)
+	t := s.clock.NewTicker(time.Second)
 	defer t.Stop()
 	warned := false
 	start := s.clock.Now()
@@ -313,11 +365,11 @@ func (s *routingState) reportSync(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		if s.routes.HasSynced() && s.peers.HasSynced() && s.discovery.HasSynced() {
 			// An empty list syncs without events: rebuild once.
-			if !s.isSynced.Load() {
+			if !s.Synced() {
 				s.rebuild(ctx)
 			}
 			return

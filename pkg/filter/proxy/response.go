@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package proxy
 
 import (
 	"bytes"
@@ -81,13 +81,15 @@ func (b *streamBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// maxReadAheadBytes is how much of a short read's answer is read from the
+// MaxReadAheadBytes is how much of a short read's answer is read from the
 // peer before anything goes to the client. Most answers (an object, a small
 // list) fit; a larger one streams on after it. At most this much per
 // proxied GET in flight, pooled.
-const maxReadAheadBytes = 64 << 10
+const MaxReadAheadBytes = 64 << 10
 
-var readAheadBuffers = sync.Pool{New: func() any { b := make([]byte, maxReadAheadBytes); return &b }}
+// readAheadBuffers pools the read-ahead buffers (no New: readAhead makes
+// one when the pool has none, without a callback).
+var readAheadBuffers sync.Pool
 
 // readAhead reads the start of a safe read's answer before its headers go
 // to the client. A peer that dies within it (a SIGKILL in the middle of a
@@ -99,7 +101,11 @@ func readAhead(resp *http.Response) error {
 	if resp.Request == nil || !safeRead(resp.Request) || resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
-	bp := readAheadBuffers.Get().(*[]byte)
+	bp, _ := readAheadBuffers.Get().(*[]byte)
+	if bp == nil {
+		b := make([]byte, MaxReadAheadBytes)
+		bp = &b
+	}
 	n, err := io.ReadFull(resp.Body, *bp)
 	switch err {
 	case nil: // more to come: the rest streams after the start
@@ -120,27 +126,41 @@ func readAhead(resp *http.Response) error {
 // the buffer (the reverse proxy closes the body once it is copied).
 type readAheadBody struct {
 	io.Reader
-	rest      io.Closer
-	buf       *[]byte
-	closeOnce sync.Once
+	rest   io.Closer
+	buf    *[]byte
+	closed atomic.Bool
 }
 
 func (b *readAheadBody) Close() error {
 	err := b.rest.Close()
-	b.closeOnce.Do(func() { readAheadBuffers.Put(b.buf) })
+	if b.closed.CompareAndSwap(false, true) { // the buffer goes back once
+		readAheadBuffers.Put(b.buf)
+	}
 	return err
 }
 
-// modifyResponse refuses redirects and drops the peer's copies of headers
-// this server has set on the response already.
-func modifyResponse(resp *http.Response) error {
-	// The peer's Audit-ID is this request's (forwarded); the priority and
-	// fairness headers name the peer's flow schema, not the one that
-	// admitted the client here.
-	resp.Header.Del(auditinternal.HeaderAuditID)
-	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
-	resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
-	return rejectRedirect(resp)
+// modifyResponse is a reverse proxy's ModifyResponse, all that is done to a
+// peer's answer in one place: the peer's copies of headers this server has
+// set already are dropped, a redirect is refused (rejectRedirect), and the
+// answer is then held back until its start is read (readAhead) or, for a
+// long-running request, streamed with a clean end (endCleanly).
+func modifyResponse(longRunning bool) func(*http.Response) error {
+	return func(resp *http.Response) error {
+		// The peer's Audit-ID is this request's (forwarded); the priority
+		// and fairness headers name the peer's flow schema, not the one
+		// that admitted the client here.
+		resp.Header.Del(auditinternal.HeaderAuditID)
+		resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedFlowSchemaUID)
+		resp.Header.Del(flowcontrolv1.ResponseHeaderMatchedPriorityLevelConfigurationUID)
+		if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
+			rejectRedirect(resp)
+		}
+		if longRunning {
+			endCleanly(resp)
+			return nil // a stream: never held back
+		}
+		return readAhead(resp)
+	}
 }
 
 // rejectRedirect replaces a peer's redirect with a 502, as
@@ -148,23 +168,23 @@ func modifyResponse(resp *http.Response) error {
 // the client, or its credentials, elsewhere. The one exception keeps the
 // client on this server: an OpenAPI v3 document's redirect from a stale
 // hash to the current one, a path under /openapi/v3/ with no host.
-func rejectRedirect(resp *http.Response) error {
-	if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
-		if sameServerOpenAPIRedirect(resp) {
-			return nil
-		}
-		_ = resp.Body.Close()
-		const msg = "the backend attempted to redirect this request, which is not permitted"
-		*resp = http.Response{
-			StatusCode:    http.StatusBadGateway,
-			Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
-			Body:          io.NopCloser(strings.NewReader(msg)),
-			ContentLength: int64(len(msg)),
-			Request:       resp.Request,
-		}
+func rejectRedirect(resp *http.Response) {
+	if sameServerOpenAPIRedirect(resp) {
+		return
 	}
-	return nil
+	_ = resp.Body.Close()
+	const msg = "the backend attempted to redirect this request, which is not permitted"
+	*resp = http.Response{
+		StatusCode:    http.StatusBadGateway,
+		Status:        fmt.Sprintf("%d %s", http.StatusBadGateway, http.StatusText(http.StatusBadGateway)),
+		Body:          io.NopCloser(strings.NewReader(msg)),
+		ContentLength: int64(len(msg)),
+		Request:       resp.Request,
+	}
 }
+
+// openAPIPrefix starts the paths of OpenAPI v3 documents.
+const openAPIPrefix = "/openapi/v3/"
 
 // sameServerOpenAPIRedirect is true for a redirect of an OpenAPI v3
 // request to a path of this server's OpenAPI v3 (no scheme, no host).
@@ -175,4 +195,10 @@ func sameServerOpenAPIRedirect(resp *http.Response) bool {
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	return err == nil && loc.Scheme == "" && loc.Host == "" && loc.User == nil &&
 		strings.HasPrefix(loc.Path, openAPIPrefix) && !strings.HasPrefix(resp.Header.Get("Location"), "//")
+}
+
+// safeRead is true for reads: repeating them on another peer changes
+// nothing (upgrades are excluded by the caller).
+func safeRead(r *http.Request) bool {
+	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }

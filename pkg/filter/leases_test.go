@@ -20,14 +20,12 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
-	"k8s.io/klog/v2"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
@@ -116,11 +114,11 @@ func registrationLeaseAt(t *testing.T, id, endpoint string, renewed, departed ti
 func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	e := newEnv(t)
 	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
-	clk := clocktesting.NewFakePassiveClock(now)
-	e.f.clock = clk
+	clk := clocktesting.NewFakeClock(now)
+	e.f.setClock(clk)
 	peerB := e.newPeer(nil)
 	e.setRoutes(route(widgetsGVR, readyPeer(selfID, "self:1"), readyPeer("b", peerB.endpoint())))
-	e.f.state.merged.Store(&v1alpha1.PeerAggregatedDiscovery{})
+	e.f.views.Routes.SetMerged(&v1alpha1.PeerAggregatedDiscovery{})
 
 	gvr := func(g, r string) schema.GroupVersionResource {
 		return schema.GroupVersionResource{Group: g, Version: "v1", Resource: r}
@@ -145,14 +143,14 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	t.Cleanup(ts.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := e.f.leases.start(ctx, &rest.Config{Host: ts.URL}); err != nil {
+	if err := e.f.views.Leases.Start(ctx, &rest.Config{Host: ts.URL}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, "the Leases read", func() bool {
-		r := e.f.leases.records()["b"]
+		r := e.f.views.Leases.Records()["b"]
 		return r != nil && r.Served.Serves(gadgets)
 	})
-	if _, ok := e.f.leases.records()["x"]; ok {
+	if _, ok := e.f.views.Leases.Records()["x"]; ok {
 		t.Error("a broken Lease was recorded")
 	}
 	srv.mu.Lock()
@@ -225,32 +223,32 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	// Unsynced (peerdiscovery unreachable) and past the sync grace: what a
 	// live peer records is still never a 404; what this server serves
 	// stays local.
-	e.f.state.isSynced.Store(false)
+	e.f.views.Routes.SetSynced(false)
 	check("unsynced, grace over", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, proxied)
 	// Within the sync grace (a server that just started): proxied by the
 	// Lease record rather than 503 "not synced yet".
-	e.f.syncDeadline.Store(now.Add(time.Hour).UnixNano())
+	e.f.setSyncDeadline(timePtr(now.Add(time.Hour)))
 	check("unsynced, in the grace", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, proxied)
-	e.f.syncDeadline.Store(0)
+	e.f.setSyncDeadline(nil)
 	check("unsynced, served here", "/api/v1/namespaces/ns1/pods/p1", nil, local)
 	// The discovery documents too, once the server is past its start (its
 	// post-start hook ran longer ago than the sync grace): a conformance
 	// run in CI read /apis/storagemigration.k8s.io/v1 through a v1.36.3
 	// server whose filter had not synced, and got the chain's 404.
 	e.f.started.Store(true)
-	e.f.syncDeadline.Store(now.Add(-time.Second).UnixNano())
+	e.f.setSyncDeadline(timePtr(now.Add(-time.Second)))
 	check("unsynced, past the start: its group-version's resource list", "/apis/new.example.com/v1", nil, unrouted)
 	check("unsynced, past the start: its group", "/apis/new.example.com", nil, unrouted)
 	check("unsynced, past the start: a group-version served here too", "/apis/metrics.example.com/v1", nil, local)
 	check("unsynced, past the start: recorded nowhere", "/apis/nowhere.example.com/v1", nil, local)
 	e.f.started.Store(false)
-	e.f.syncDeadline.Store(0)
-	e.f.state.isSynced.Store(true)
+	e.f.setSyncDeadline(nil)
+	e.f.views.Routes.SetSynced(true)
 
 	// A renewal with a new list, then the Lease deleted.
 	srv.events <- `{"type":"MODIFIED","object":` + registrationLeaseAt(t, "b", peerB.endpoint(), now, time.Time{}, "6", gizmos) + `}`
 	eventually(t, "the renewal's new list", func() bool {
-		r := e.f.leases.records()["b"]
+		r := e.f.views.Leases.Records()["b"]
 		return r != nil && r.Served.Serves(gizmos)
 	})
 	check("recorded by the renewal", "/apis/new.example.com/v1/gizmos", nil, proxied)
@@ -261,45 +259,7 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	clk.SetTime(now)
 	srv.events <- `{"type":"DELETED","object":` + registrationLease(t, "b", now, time.Time{}, "7", gizmos) + `}`
 	eventually(t, "the deletion", func() bool {
-		return e.f.leases.records()["b"] == nil
+		return e.f.views.Leases.Records()["b"] == nil
 	})
 	check("its Lease deleted", "/apis/new.example.com/v1/gizmos", nil, local)
-}
-
-// TestLeaseRenewalKeepsTheDecodedRecord: every server renews its Lease
-// every 3 s, and every filter reads each renewal; the record in it (5,000
-// resources at the scale docs/operations.md states) is decoded only when
-// it changed.
-func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {
-	rs := make([]peerlease.ServedResource, 0, 5000)
-	for i := range 5000 {
-		rs = append(rs, peerlease.ServedResource{
-			GroupVersionResource: schema.GroupVersionResource{Group: fmt.Sprintf("g%d.example.com", i/100), Version: "v1", Resource: fmt.Sprintf("things%d", i%100)},
-			Scope:                "Namespaced", Kind: "Thing", Verbs: []string{"get", "list"},
-		})
-	}
-	enc, err := peerlease.EncodeServed(rs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	l := newLeaseRecords(func() time.Time { return now })
-	logger := klog.Background()
-	lease := peerlease.NewRegistrationLease(nil, "kube-apiserver-b", "10.0.0.9:6443", "v1.37.2", enc, now)
-	l.set(logger, lease)
-	gvr := schema.GroupVersionResource{Group: "g49.example.com", Version: "v1", Resource: "things99"}
-	if r := l.records()["kube-apiserver-b"]; r == nil || !r.Served.Serves(gvr) {
-		t.Fatalf("the record of kube-apiserver-b lacks %v", gvr)
-	}
-	decoded := l.records()["kube-apiserver-b"].Served
-	renewal := peerlease.NewRegistrationLease(lease, "kube-apiserver-b", "10.0.0.9:6443", "v1.37.2", strings.Clone(enc), now.Add(3*time.Second))
-	// ParseRegistration alone allocates more than once per resource.
-	a := testing.AllocsPerRun(10, func() { l.set(logger, renewal) })
-	t.Logf("a renewal with the same record: %.0f allocations", a)
-	if a > 100 {
-		t.Errorf("a renewal with the same record cost %.0f allocations", a)
-	}
-	if r := l.records()["kube-apiserver-b"]; r == nil || r.Served != decoded || !r.RenewTime.Equal(now.Add(3*time.Second)) {
-		t.Errorf("after the renewal: %+v, want the record decoded before, renewed", r)
-	}
 }

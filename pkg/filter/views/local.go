@@ -12,7 +12,7 @@
 // See the License for the specific language governing permissions and
 // limitations under the License.
 
-package filter
+package views
 
 import (
 	"context"
@@ -31,33 +31,34 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 
-	"sigs.k8s.io/peerdiscovery/pkg/clusterwide"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
-	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
 )
 
 // maxLocalDiscoveryBytes bounds what is read from our own server.
 const maxLocalDiscoveryBytes = 64 << 20
 
-// localDoc is this server's own /api and /apis, as last read.
-type localDoc struct {
-	api, apis         []apidiscoveryv2.APIGroupDiscovery
-	apiETag, apisETag string
+// LocalDoc is this server's own /api and /apis, as last read.
+type LocalDoc struct {
+	API, APIs         []apidiscoveryv2.APIGroupDiscovery
+	APIETag, APIsETag string
 	// Served is what the documents list: a doc is the routing snapshot's
 	// Local.
 	*routing.Served
-	generation uint64
+	// Generation counts the documents read: each new one is the last
+	// one's plus one.
+	Generation uint64
 }
 
-// localDiscovery caches this server's own (profile=nopeer) discovery, read
+// Local caches this server's own (profile=nopeer) discovery, read
 // over loopback: at start, periodically (ETag makes it a 304), and at once
 // when a CRD or APIService changes, so a newly served API is served locally
 // within a second.
-type localDiscovery struct {
-	doc     atomic.Pointer[localDoc]
+type Local struct {
+	doc     atomic.Pointer[LocalDoc]
 	refresh chan struct{}
 	// crds and apiServices hold the CustomResourceDefinitions' metadata
 	// and the APIServices' identity and spec.service (nil until started):
@@ -69,6 +70,11 @@ type localDiscovery struct {
 	metadataChanges atomic.Uint64
 	// record caches the served record of one document.
 	record atomic.Pointer[servedRecord]
+	// clock times the reads; tests set a fake one.
+	clock clock.WithTickerAndDelayedExecution
+	// onChange, when set, is called after each new document (the routing
+	// snapshot is published from it).
+	onChange func()
 }
 
 // metadataCache is the part of an informer the served record reads.
@@ -77,140 +83,44 @@ type metadataCache interface {
 	GetStore() cache.Store
 }
 
-// servedRecord is peerlease.EncodeServed of what one local document lists,
-// for the registration Lease.
-type servedRecord struct {
-	generation, metadataChanges   uint64
-	crdsSynced, apiServicesSynced bool
-	encoded                       string
-}
-
-func newLocalDiscovery() *localDiscovery {
-	return &localDiscovery{refresh: make(chan struct{}, 1)}
+func newLocal() *Local {
+	return &Local{refresh: make(chan struct{}, 1), clock: clock.RealClock{}}
 }
 
 // Serves tells whether this server serves gvr, as last read; it does not
 // allocate.
-func (l *localDiscovery) Serves(gvr schema.GroupVersionResource) bool {
+func (l *Local) Serves(gvr schema.GroupVersionResource) bool {
 	d := l.doc.Load()
 	return d != nil && d.Serves(gvr)
-}
-
-// servedRecord is what this server serves itself, encoded for its
-// registration Lease (peerlease.EncodeServed); "" before the first read or
-// when it cannot be encoded. Resources of CustomResourceDefinitions and of
-// aggregated APIServices are left out: every server serves them (they are
-// never routed to a peer), and at thousands of them they would make every
-// renewal large (every 3 s per server, each kept by every kube-apiserver's
-// watch cache). Encoded once per document.
-func (l *localDiscovery) servedRecord(ctx context.Context) string {
-	d := l.doc.Load()
-	if d == nil {
-		return ""
-	}
-	// Read before the caches: an event meanwhile makes the next call encode
-	// again.
-	changes := l.metadataChanges.Load()
-	crdsSynced := l.crds != nil && l.crds.HasSynced()
-	apiServicesSynced := l.apiServices != nil && l.apiServices.HasSynced()
-	if r := l.record.Load(); r != nil && r.generation == d.generation && r.metadataChanges == changes &&
-		r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
-		return r.encoded
-	}
-	apis := d.apis
-	if apiServicesSynced {
-		apis = l.withoutAggregated(apis)
-	}
-	var list []peerlease.ServedResource
-	for _, r := range peerlease.ServedFromDiscovery(d.api, apis) {
-		if r.Group != "" && crdsSynced && l.isCRD(r.GroupVersionResource) {
-			continue
-		}
-		list = append(list, r)
-	}
-	enc, err := peerlease.EncodeServed(list)
-	if err != nil {
-		// Peers' replicas then route this server's APIs from what they
-		// read of it; one that never did has no tombstone for it.
-		klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
-	}
-	l.record.Store(&servedRecord{generation: d.generation, metadataChanges: changes, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
-	return enc
-}
-
-// withoutAggregated is groups without the group-versions that aggregated
-// APIServices serve, left out before the resources are listed: at
-// thousands of them, listing each resource only to drop it was most of
-// what encoding the record cost, and an APIService's every status update
-// encodes it again.
-func (l *localDiscovery) withoutAggregated(groups []apidiscoveryv2.APIGroupDiscovery) []apidiscoveryv2.APIGroupDiscovery {
-	out := make([]apidiscoveryv2.APIGroupDiscovery, 0, len(groups))
-	for _, g := range groups {
-		var versions []apidiscoveryv2.APIVersionDiscovery
-		for _, v := range g.Versions {
-			if !l.isAggregated(schema.GroupVersion{Group: g.Name, Version: v.Version}) {
-				versions = append(versions, v)
-			}
-		}
-		if len(versions) > 0 {
-			g.Versions = versions
-			out = append(out, g)
-		}
-	}
-	return out
-}
-
-// isCRD tells whether a CRD serves gvr (clusterwide.Resource): the
-// informer holds CRDs' metadata only, so a CRD named <plural>.<group>
-// counts as serving every version this server lists.
-func (l *localDiscovery) isCRD(gvr schema.GroupVersionResource) bool {
-	name := clusterwide.CRDName(gvr.GroupResource())
-	if _, ok, _ := l.crds.GetStore().GetByKey(name); !ok {
-		return false
-	}
-	crd, ok := clusterwide.CRDFromName(name)
-	if !ok {
-		return false
-	}
-	src, _ := clusterwide.Resource(gvr, &crd, nil)
-	return src == clusterwide.SourceCRD
-}
-
-// isAggregated tells whether an aggregated APIService serves gv: one named
-// <version>.<group> with a service (clusterwide.APIService).
-func (l *localDiscovery) isAggregated(gv schema.GroupVersion) bool {
-	o, ok, _ := l.apiServices.GetStore().GetByKey(clusterwide.APIServiceName(gv))
-	if !ok {
-		return false
-	}
-	u, ok := o.(*unstructured.Unstructured)
-	if !ok {
-		return false
-	}
-	service, _, _ := unstructured.NestedFieldNoCopy(u.Object, "spec", "service")
-	as := clusterwide.APIService{Group: gv.Group, Version: gv.Version, Service: service != nil}
-	return as.ClusterWide()
 }
 
 // metadataChanged follows a CRD or APIService event: the served record is
 // encoded again, and the document read again (what a CRD or APIService
 // serves shows in the local discovery within moments).
-func (l *localDiscovery) metadataChanged() {
+func (l *Local) metadataChanged() {
 	l.metadataChanges.Add(1)
 	l.poke()
 }
 
-func (l *localDiscovery) synced() bool       { return l.doc.Load() != nil }
-func (l *localDiscovery) current() *localDoc { return l.doc.Load() }
+func (l *Local) Synced() bool       { return l.doc.Load() != nil }
+func (l *Local) Current() *LocalDoc { return l.doc.Load() }
 
-func (l *localDiscovery) poke() {
+// SetDoc installs a new document and tells onChange.
+func (l *Local) SetDoc(d *LocalDoc) {
+	l.doc.Store(d)
+	if l.onChange != nil {
+		l.onChange()
+	}
+}
+
+func (l *Local) poke() {
 	select {
 	case l.refresh <- struct{}{}:
 	default:
 	}
 }
 
-func (l *localDiscovery) start(ctx context.Context, loopback *rest.Config, interval time.Duration) error {
+func (l *Local) Start(ctx context.Context, loopback *rest.Config, interval time.Duration) error {
 	httpClient, err := rest.HTTPClientFor(loopback)
 	if err != nil {
 		return err
@@ -340,9 +250,9 @@ const (
 // allocation profiles: resourceDiscoveryManager.fetchFromCache).
 var localEventRereads = []time.Duration{localRereadDelay, 4 * time.Second}
 
-func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base string, interval time.Duration) {
+func (l *Local) loop(ctx context.Context, client *nopeer.Client, base string, interval time.Duration) {
 	logger := klog.FromContext(ctx)
-	t := time.NewTicker(interval)
+	t := l.clock.NewTicker(interval)
 	defer t.Stop()
 	// A change event owes a read at once and localEventRereads after it.
 	// Event-driven reads are at least localRereadDelay apart: during a
@@ -352,7 +262,7 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 	// is read within two delays.
 	var (
 		owed     int
-		next     = time.NewTimer(time.Hour)
+		next     = l.clock.NewTimer(time.Hour)
 		nextC    <-chan time.Time
 		lastRead time.Time
 	)
@@ -360,21 +270,21 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 	defer next.Stop()
 	arm := func(d time.Duration) {
 		next.Reset(d)
-		nextC = next.C
+		nextC = next.C()
 	}
 	for {
 		tick := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			tick = true // a pending re-read stays as it is
 		case <-nextC:
 			nextC = nil
 			owed--
 		case <-l.refresh:
 			owed = 1 + len(localEventRereads)
-			if wait := localRereadDelay - time.Since(lastRead); wait > 0 {
+			if wait := localRereadDelay - l.clock.Since(lastRead); wait > 0 {
 				// Also when a later re-read was due: this event's first
 				// read comes first.
 				arm(wait)
@@ -382,7 +292,7 @@ func (l *localDiscovery) loop(ctx context.Context, client *nopeer.Client, base s
 			}
 			owed--
 		}
-		lastRead = time.Now()
+		lastRead = l.clock.Now()
 		if err := l.read(ctx, client, base); err != nil && ctx.Err() == nil {
 			logReadError(logger, "peerdiscovery filter: reading local discovery failed; the last good document stays; will retry", err)
 		}
@@ -407,32 +317,32 @@ func logReadError(logger klog.Logger, msg string, err error) {
 // read reads this server's /api and /apis (each validated by
 // discoveryclient) and installs them only when both are good: on any error
 // the last good document stays.
-func (l *localDiscovery) read(ctx context.Context, client *nopeer.Client, base string) error {
+func (l *Local) read(ctx context.Context, client *nopeer.Client, base string) error {
 	ctx, cancel := context.WithTimeout(ctx, localReadTimeout)
 	defer cancel()
 	prev := l.doc.Load()
 	var last *nopeer.Documents
 	if prev != nil {
-		last = &nopeer.Documents{API: prev.api, APIs: prev.apis, APIETag: prev.apiETag, APIsETag: prev.apisETag}
+		last = &nopeer.Documents{API: prev.API, APIs: prev.APIs, APIETag: prev.APIETag, APIsETag: prev.APIsETag}
 	}
 	docs, notModified, err := client.ReadDocuments(ctx, base, last)
 	if err != nil || notModified {
 		return err
 	}
-	l.doc.Store(newLocalDoc(prev, docs.API, docs.APIs, docs.APIETag, docs.APIsETag))
+	l.SetDoc(NewLocalDoc(prev, docs.API, docs.APIs, docs.APIETag, docs.APIsETag))
 	return nil
 }
 
-// newLocalDoc indexes the served GVRs of api and apis; its generation
+// NewLocalDoc indexes the served GVRs of api and apis; its generation
 // follows prev's.
-func newLocalDoc(prev *localDoc, api, apis []apidiscoveryv2.APIGroupDiscovery, apiETag, apisETag string) *localDoc {
+func NewLocalDoc(prev *LocalDoc, api, apis []apidiscoveryv2.APIGroupDiscovery, apiETag, apisETag string) *LocalDoc {
 	var gvrs []schema.GroupVersionResource
 	for gvr := range merge.Resources(api, apis) {
 		gvrs = append(gvrs, gvr)
 	}
-	d := &localDoc{api: api, apis: apis, apiETag: apiETag, apisETag: apisETag, Served: routing.NewServed(gvrs)}
+	d := &LocalDoc{API: api, APIs: apis, APIETag: apiETag, APIsETag: apisETag, Served: routing.NewServed(gvrs)}
 	if prev != nil {
-		d.generation = prev.generation + 1
+		d.Generation = prev.Generation + 1
 	}
 	return d
 }
