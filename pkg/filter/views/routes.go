@@ -56,6 +56,11 @@ type Routes struct {
 	onPeerStopped func(id string)
 
 	routes, peers, discovery cache.SharedIndexInformer
+
+	// down holds, per informer, whether its last list or watch failed
+	// (guarded by mu): the view is stale while any is, since one
+	// informer's success says nothing of another's backoff.
+	down map[string]bool
 }
 
 // RoutesState is what the routes view knows at one moment; immutable.
@@ -64,14 +69,14 @@ type RoutesState struct {
 	Table  *routing.Table
 	Merged *v1alpha1.PeerAggregatedDiscovery
 	Synced bool
-	// Stale is set when a list or a watch of the view failed and cleared
-	// when one succeeds: the view cannot be read now (every
-	// peerdiscovery-apiserver replica down), so it may be stale.
+	// Stale is set while the last list or watch of any of the three
+	// failed: the view cannot be read now (every peerdiscovery-apiserver
+	// replica down), so it may be stale.
 	Stale bool
 }
 
 func newRoutes() *Routes {
-	s := &Routes{dirty: make(chan struct{}, 1), clock: clock.RealClock{}}
+	s := &Routes{dirty: make(chan struct{}, 1), clock: clock.RealClock{}, down: map[string]bool{}}
 	s.current.Store(&RoutesState{Table: routing.NewTable(nil, nil)})
 	return s
 }
@@ -151,7 +156,7 @@ func (s *Routes) Start(ctx context.Context, loopback *rest.Config) error {
 		return err
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher {
-		return s.trackSource(stampInput(countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource), resource))
+		return s.trackSource(resource, stampInput(countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource), resource))
 	})
 	return nil
 }
@@ -171,30 +176,39 @@ func watchedFields(resource string) fields.Selector {
 	return fields.Everything()
 }
 
-// trackSource records in the state's stale whether lw's last list or
-// watch could be opened, and whether an open watch then ended with an
-// error: when every replica dies the stream breaks mid-way, and client-go
-// waits its backoff (14 s in seed 2718's soak) before the list that would
-// fail, while the view it holds still calls a restarted server not ready.
-func (s *Routes) trackSource(lw *cache.ListWatch) *cache.ListWatch {
-	return hookListWatch(lw, func(err error) { s.setStale(err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
-		s.setStale(w == nil)
+// trackSource records whether lw's last list or watch could be opened,
+// and whether an open watch then ended with an error: when every replica
+// dies the stream breaks mid-way, and client-go waits its backoff (14 s in
+// seed 2718's soak) before the list that would fail, while the view it
+// holds still calls a restarted server not ready. Each resource counts
+// apart: in the same soak the APIServerPeer informer backed off for 49 s
+// after a failed list while the other two read the view again, and one
+// shared flag called the view fresh.
+func (s *Routes) trackSource(resource string, lw *cache.ListWatch) *cache.ListWatch {
+	return hookListWatch(lw, func(err error) { s.setSourceDown(resource, err != nil) }, func(_ metav1.ListOptions, w watch.Interface) watch.Interface {
+		s.setSourceDown(resource, w == nil)
 		if w == nil {
 			return w
 		}
 		return watch.Filter(w, func(e watch.Event) (watch.Event, bool) {
 			if e.Type == watch.Error {
-				s.setStale(true)
+				s.setSourceDown(resource, true)
 			}
 			return e, true
 		})
 	})
 }
 
-func (s *Routes) setStale(stale bool) {
-	if s.Current().Stale != stale {
-		s.update(func(v *RoutesState) { v.Stale = stale })
-	}
+// setSourceDown records one informer's source state; the view is stale
+// while any informer's is down.
+func (s *Routes) setSourceDown(resource string, down bool) {
+	s.update(func(v *RoutesState) { // under mu, which guards down
+		s.down[resource] = down
+		v.Stale = false
+		for _, d := range s.down {
+			v.Stale = v.Stale || d
+		}
+	})
 }
 
 // countRelists counts the full state reads of an informer after its first:

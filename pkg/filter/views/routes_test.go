@@ -226,7 +226,7 @@ func TestRoutingStateWatchesOnlyTablesThatRoute(t *testing.T) {
 func TestRoutingStateKnowsWhenTheViewCannotBeRead(t *testing.T) {
 	s := newRoutes()
 	fail := false
-	lw := s.trackSource(&cache.ListWatch{
+	lw := s.trackSource("apiserverpeers", &cache.ListWatch{
 		ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
 			if fail {
 				return nil, errors.New("the aggregator: 503")
@@ -311,7 +311,7 @@ func TestRoutingStateStopsPeersThatTurnNotReady(t *testing.T) {
 func TestRoutingStateKnowsWhenAWatchOfTheViewBreaks(t *testing.T) {
 	s := newRoutes()
 	fake := watch.NewFakeWithChanSize(2, false) // sends never wait for the reader
-	lw := s.trackSource(&cache.ListWatch{
+	lw := s.trackSource("apiserverpeers", &cache.ListWatch{
 		ListFunc:  func(metav1.ListOptions) (runtime.Object, error) { return &v1alpha1.APIServerPeerList{}, nil },
 		WatchFunc: func(metav1.ListOptions) (watch.Interface, error) { return fake, nil },
 	})
@@ -333,5 +333,32 @@ func TestRoutingStateKnowsWhenAWatchOfTheViewBreaks(t *testing.T) {
 	}
 	if _, err := lw.List(metav1.ListOptions{}); err != nil || s.Current().Stale {
 		t.Fatalf("after a list that worked: err=%v stale=%v, want fresh", err, s.Current().Stale)
+	}
+}
+
+// One informer's success does not make the view fresh while another's
+// source is down (seed 2718: the APIServerPeer informer backed off for
+// 49 s after a failed list while the other two read the view again).
+func TestRoutingStateIsStaleWhileAnyInformerIsDown(t *testing.T) {
+	s := newRoutes()
+	peersFail := true
+	peers := s.trackSource("apiserverpeers", &cache.ListWatch{ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+		if peersFail {
+			return nil, errors.New("the aggregator: 503")
+		}
+		return &v1alpha1.APIServerPeerList{}, nil
+	}})
+	tables := s.trackSource("peerroutingtables", &cache.ListWatch{ListFunc: func(metav1.ListOptions) (runtime.Object, error) {
+		return &v1alpha1.PeerRoutingTableList{}, nil
+	}})
+	_, _ = peers.List(metav1.ListOptions{})
+	_, _ = tables.List(metav1.ListOptions{})
+	if !s.Current().Stale {
+		t.Fatal("the routing tables' list made the view fresh while the peers' list fails")
+	}
+	peersFail = false
+	_, _ = peers.List(metav1.ListOptions{})
+	if s.Current().Stale {
+		t.Fatal("stale after every informer read the view")
 	}
 }

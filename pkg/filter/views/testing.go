@@ -38,7 +38,7 @@ func (s *Routes) SetMerged(m *v1alpha1.PeerAggregatedDiscovery) {
 }
 
 // SetStale marks the view's source down or up. For tests only.
-func (s *Routes) SetStale(stale bool) { s.setStale(stale) }
+func (s *Routes) SetStale(stale bool) { s.setSourceDown("", stale) }
 
 // SetPeers makes peers the APIServerPeer informer PeerObject reads. For
 // tests only.
