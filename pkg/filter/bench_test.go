@@ -42,7 +42,6 @@ package filter
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -52,7 +51,6 @@ import (
 	"testing"
 	"time"
 
-	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -91,17 +89,6 @@ func quietKlog() {
 		_ = fs.Set("stderrthreshold", "FATAL")
 		klog.SetOutput(io.Discard)
 	})
-}
-
-func discoveryJSON(groups ...apidiscoveryv2.APIGroupDiscovery) []byte {
-	b, err := json.Marshal(apidiscoveryv2.APIGroupDiscoveryList{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apidiscovery.k8s.io/v2", Kind: "APIGroupDiscoveryList"},
-		Items:    groups,
-	})
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
 
 // discoveryServer answers /api and /apis with aggregated discovery, other

@@ -24,10 +24,8 @@ import (
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/discovery"
 
-	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/views"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 )
@@ -35,42 +33,6 @@ import (
 const (
 	acceptV2Beta1 = "application/json;g=apidiscovery.k8s.io;v=v2beta1;as=APIGroupDiscoveryList"
 )
-
-func dres(name string) apidiscoveryv2.APIResourceDiscovery {
-	return apidiscoveryv2.APIResourceDiscovery{
-		Resource: name, Scope: apidiscoveryv2.ScopeNamespace, Verbs: []string{"get", "list", "watch"},
-		ResponseKind: &metav1.GroupVersionKind{Kind: strings.ToUpper(name[:1]) + name[1:]},
-	}
-}
-
-func dgroup(name, version string, resources ...string) apidiscoveryv2.APIGroupDiscovery {
-	v := apidiscoveryv2.APIVersionDiscovery{Version: version, Freshness: apidiscoveryv2.DiscoveryFreshnessCurrent}
-	for _, r := range resources {
-		v.Resources = append(v.Resources, dres(r))
-	}
-	return apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: name}, Versions: []apidiscoveryv2.APIVersionDiscovery{v}}
-}
-
-// mergedDiscovery is the PeerAggregatedDiscovery peerdiscovery-apiserver
-// serves: every peer's documents merged, with their ETags.
-func mergedDiscovery(t *testing.T, rv string, api, apis []apidiscoveryv2.APIGroupDiscovery) *v1alpha1.PeerAggregatedDiscovery {
-	t.Helper()
-	apiETag, err := merge.ETag(api)
-	if err != nil {
-		t.Fatal(err)
-	}
-	apisETag, err := merge.ETag(apis)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &v1alpha1.PeerAggregatedDiscovery{
-		ObjectMeta: metav1.ObjectMeta{Name: v1alpha1.PeerAggregatedDiscoveryName, ResourceVersion: rv},
-		Status: v1alpha1.PeerAggregatedDiscoveryStatus{
-			API:  v1alpha1.DiscoveryDocument{ETag: apiETag, Items: api},
-			APIs: v1alpha1.DiscoveryDocument{ETag: apisETag, Items: apis},
-		},
-	}
-}
 
 // setLocalDiscovery replaces this server's own documents.
 func (e *env) setLocalDiscovery(api, apis []apidiscoveryv2.APIGroupDiscovery) {

@@ -24,7 +24,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 
@@ -130,10 +129,6 @@ func TestHandlerDecisions(t *testing.T) {
 			}
 		})
 	}
-}
-
-func schemaGVR(g, v, r string) schema.GroupVersionResource {
-	return schema.GroupVersionResource{Group: g, Version: v, Resource: r}
 }
 
 // checkUnavailable checks a 503 with a Status body and Retry-After:

@@ -21,8 +21,6 @@ import (
 	"log"
 	"net/http"
 	"net/http/httptest"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -33,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apiserver/pkg/audit"
 	"k8s.io/apiserver/pkg/authentication/user"
 	endpointsfilters "k8s.io/apiserver/pkg/endpoints/filters"
@@ -238,51 +235,6 @@ func (e *env) setRoutes(tables ...*v1alpha1.PeerRoutingTable) {
 	e.f.views.Routes.SetTable(routing.NewTable(tables, apiServerPeers(tables)))
 }
 
-// apiServerPeers are the APIServerPeers of every server the tables list,
-// which carry readiness: ready but those in notReady, left where a table
-// lists the server as left.
-func apiServerPeers(tables []*v1alpha1.PeerRoutingTable, notReady ...string) []*v1alpha1.APIServerPeer {
-	byID := map[string]*v1alpha1.APIServerPeer{}
-	var out []*v1alpha1.APIServerPeer
-	for _, t := range tables {
-		for _, rp := range t.Status.Peers {
-			p := byID[rp.ServerID]
-			if p == nil {
-				status := metav1.ConditionTrue
-				if slices.Contains(notReady, rp.ServerID) {
-					status = metav1.ConditionFalse
-				}
-				p = &v1alpha1.APIServerPeer{
-					ObjectMeta: metav1.ObjectMeta{Name: rp.ServerID},
-					Spec:       v1alpha1.APIServerPeerSpec{ServerID: rp.ServerID, Endpoint: rp.Endpoint},
-					Status:     v1alpha1.APIServerPeerStatus{Conditions: []metav1.Condition{{Type: v1alpha1.ConditionReady, Status: status}}},
-				}
-				byID[rp.ServerID] = p
-				out = append(out, p)
-			}
-			if rp.Left {
-				p.Status.LeftTime = &metav1.Time{}
-			}
-		}
-	}
-	return out
-}
-
-// route is the routing table of one GVR.
-func route(g schema.GroupVersionResource, peers ...v1alpha1.RoutingPeer) *v1alpha1.PeerRoutingTable {
-	t := &v1alpha1.PeerRoutingTable{
-		ObjectMeta: metav1.ObjectMeta{Name: g.Resource + "." + g.Version + "." + g.Group},
-		Spec:       v1alpha1.PeerRoutingTableSpec{Group: g.Group, Version: g.Version, Resource: g.Resource},
-	}
-	t.Status.Peers = peers
-	return t
-}
-
-// readyPeer lists a server in a routing table; setRoutes makes it ready.
-func readyPeer(id, endpoint string) v1alpha1.RoutingPeer {
-	return v1alpha1.RoutingPeer{ServerID: id, Endpoint: endpoint}
-}
-
 // order returns ids in the order the filter tries them.
 func order(ids ...string) []string {
 	var peers []v1alpha1.RoutingPeer
@@ -328,18 +280,6 @@ func readBody(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
-}
-
-// eventually polls cond until it holds; it fails the test after a long
-// deadline that only a broken filter reaches.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 10*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
 }
 
 // resetUpstreamMetrics zeroes upstream's peer proxy counters, which the
@@ -388,33 +328,6 @@ func counterValue(t *testing.T, name string, labels map[string]string) float64 {
 		}
 	}
 	return 0
-}
-
-// serveListOrWatchList answers a client-go informer as an apiserver would:
-// a list with its items, or a watch that, when it is a watch-list, sends
-// each item as ADDED and then the bookmark ending the initial events;
-// the watch then stays open until the client leaves. kind is the list's
-// item kind, items its JSON objects.
-func serveListOrWatchList(w http.ResponseWriter, r *http.Request, apiVersion, kind string, items ...string) {
-	w.Header().Set("Content-Type", "application/json")
-	if r.URL.Query().Get("watch") != "true" {
-		fmt.Fprintf(w, `{"kind":"%sList","apiVersion":%q,"metadata":{"resourceVersion":"1"},"items":[%s]}`, kind, apiVersion, strings.Join(items, ","))
-		return
-	}
-	writeInitialEvents(w, r, apiVersion, kind, items...)
-	<-r.Context().Done()
-}
-
-// writeInitialEvents starts a watch answer: for a watch-list, each item as
-// ADDED and the bookmark ending the initial events; then a flush.
-func writeInitialEvents(w http.ResponseWriter, r *http.Request, apiVersion, kind string, items ...string) {
-	if r.URL.Query().Get("sendInitialEvents") == "true" {
-		for _, item := range items {
-			fmt.Fprintf(w, `{"type":"ADDED","object":%s}`+"\n", item)
-		}
-		fmt.Fprintf(w, `{"type":"BOOKMARK","object":{"kind":%q,"apiVersion":%q,"metadata":{"resourceVersion":"1","annotations":{"k8s.io/initial-events-end":"true"}}}}`+"\n", kind, apiVersion)
-	}
-	w.(http.Flusher).Flush()
 }
 
 func timePtr(t time.Time) *time.Time { return &t }
