@@ -241,6 +241,15 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	check("unsynced, past the start: its group", "/apis/new.example.com", nil, unrouted)
 	check("unsynced, past the start: a group-version served here too", "/apis/metrics.example.com/v1", nil, local)
 	check("unsynced, past the start: recorded nowhere", "/apis/nowhere.example.com/v1", nil, local)
+	// And the root document, which lacks the group: the namespace
+	// controller finalized a namespace with a peer's kinds left in it after
+	// reading one (chaos seed 2718).
+	check("unsynced, past the start, no peerdiscovery APIService: /apis", "/apis", nil, local)
+	e.f.views.Local.SetViewRegistered(true)
+	check("unsynced, past the start: /apis lacks what b records", "/apis", nil, unrouted)
+	check("unsynced, past the start: /apis, aggregated", "/apis", http.Header{"Accept": {"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"}}, unrouted)
+	check("unsynced, past the start: /api (b records no core resource missing here)", "/api", nil, local)
+	check("unsynced, past the start: /apis for peerdiscovery's scrape", "/apis", http.Header{"Accept": {"application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList;profile=nopeer"}}, local)
 	e.f.started.Store(false)
 	e.f.setSyncDeadline(nil)
 	e.f.views.Routes.SetSynced(true)
@@ -262,4 +271,8 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 		return e.f.views.Leases.Records()["b"] == nil
 	})
 	check("its Lease deleted", "/apis/new.example.com/v1/gizmos", nil, local)
+	e.f.views.Routes.SetSynced(false)
+	e.f.started.Store(true)
+	e.f.setSyncDeadline(timePtr(now.Add(-time.Second)))
+	check("unsynced, past the start, no live record: /apis", "/apis", nil, local)
 }

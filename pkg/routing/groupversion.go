@@ -118,6 +118,47 @@ func DecideGroup(s *Snapshot, group string, now time.Time) GroupVersionResult {
 	return GroupVersionResult{Decision: v1alpha1.RouteUnavailable, RecordedBy: id, GroupVersion: gv}
 }
 
+// DecideRoot decides the /api (legacy: the core group) or /apis document
+// of a server whose view is not synced (Table nil), past its start: its
+// own chain's document is all it has, and that lacks what only its peers
+// serve; a client acting on it gets no error (the namespace controller
+// finalized a namespace with objects of a peer's kinds left in it: chaos
+// seed 2718). So it is Unavailable while a live server's registration
+// Lease records a resource of that document that Self does not serve
+// (RecordedBy; GroupVersion is that resource's), as DecideGroupVersion is
+// for one group-version; else Local: the chain answers, as stock
+// kube-apiserver (every server serves the same, or no server records what
+// it serves). With a view, the documents are merged from it: Local. And
+// Local without peerdiscovery's APIService (not installed yet, or
+// removed): a cluster without peerdiscovery gets stock discovery, so that
+// it can install it through any server.
+func DecideRoot(s *Snapshot, legacy bool, now time.Time) GroupVersionResult {
+	if s.Table != nil || s.Local == nil || !s.ViewRegistered {
+		return GroupVersionResult{Decision: v1alpha1.RouteLocal}
+	}
+	var missing schema.GroupVersionResource
+	id, ok := s.firstRecording(now, func(sv *Served) bool {
+		found := false
+		for gvr := range sv.gvrs {
+			if (gvr.Group == "") != legacy || s.Local.Serves(gvr) {
+				continue
+			}
+			if !found || gvrLess(gvr, missing) {
+				missing, found = gvr, true
+			}
+		}
+		return found
+	})
+	if !ok {
+		return GroupVersionResult{Decision: v1alpha1.RouteLocal}
+	}
+	return GroupVersionResult{Decision: v1alpha1.RouteUnavailable, RecordedBy: id, GroupVersion: missing.GroupVersion()}
+}
+
+func gvrLess(a, b schema.GroupVersionResource) bool {
+	return cmp.Or(strings.Compare(a.Group, b.Group), strings.Compare(a.Version, b.Version), strings.Compare(a.Resource, b.Resource)) < 0
+}
+
 // firstRecording returns the first server (by ID) other than Self whose
 // registration Lease is live at now and whose record matches.
 func (s *Snapshot) firstRecording(now time.Time, match func(*Served) bool) (string, bool) {

@@ -15,7 +15,9 @@
 package routing
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -116,6 +118,45 @@ func TestDecideGroupVersion(t *testing.T) {
 				if res.Candidates[0].ID != got.Candidates[0].ID {
 					t.Errorf("group-version candidates start with %s, resource candidates with %s", got.Candidates[0].ID, res.Candidates[0].ID)
 				}
+			}
+		})
+	}
+}
+
+// TestDecideRoot: an unsynced server's own /api or /apis document is no
+// answer while a live peer's Lease records a resource of it that the server
+// lacks; otherwise the chain answers.
+func TestDecideRoot(t *testing.T) {
+	pdbs, pods := gvr("policy", "v1", "poddisruptionbudgets"), gvr("", "v1", "pods")
+	zeta := gvr("zeta.example.com", "v1", "zetas")
+	departed := record("b", testNow, pdbs)
+	departed.Departed, departed.DepartedAt = true, testNow.Add(-time.Second)
+	for _, tc := range []struct {
+		name   string
+		s      Snapshot
+		legacy bool
+		want   v1alpha1.RouteDecision
+		by     string
+		wantGV schema.GroupVersion
+	}{
+		{"a live peer records what this server lacks", Snapshot{Records: Records{"b": record("b", testNow, zeta, pdbs, pods)}}, false, v1alpha1.RouteUnavailable, "b", pdbs.GroupVersion()},
+		{"the core group: the peer's core resources are served here", Snapshot{Records: Records{"b": record("b", testNow, pdbs, pods)}}, true, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+		{"the core group: a core resource this server lacks", Snapshot{Records: Records{"b": record("b", testNow, gvr("", "v1", "newthings"))}}, true, v1alpha1.RouteUnavailable, "b", schema.GroupVersion{Version: "v1"}},
+		{"the first server by ID", Snapshot{Records: Records{"c": record("c", testNow, zeta), "b": record("b", testNow, pdbs)}}, false, v1alpha1.RouteUnavailable, "b", pdbs.GroupVersion()},
+		{"only this server's own record", Snapshot{Records: Records{self: record(self, testNow, pdbs)}}, false, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+		{"a lapsed record", Snapshot{Records: Records{"b": record("b", testNow.Add(-time.Minute), pdbs)}}, false, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+		{"a departed server's record", Snapshot{Records: Records{"b": departed}}, false, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+		{"no records (no peerdiscovery yet)", Snapshot{}, false, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+		{"synced: the view's merged document", Snapshot{Table: newTable(), Records: Records{"b": record("b", testNow, pdbs)}}, false, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+		{"no peerdiscovery APIService: stock discovery", Snapshot{Records: Records{"b": record("b", testNow, pdbs)}}, false, v1alpha1.RouteLocal, "", schema.GroupVersion{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.Self, s.Local = self, localSet{pods: true}
+			s.ViewRegistered = !strings.HasPrefix(tc.name, "no peerdiscovery APIService")
+			got := DecideRoot(&s, tc.legacy, testNow)
+			if got.Decision != tc.want || got.RecordedBy != tc.by || got.GroupVersion != tc.wantGV {
+				t.Errorf("got %s by %q for %v; want %s by %q for %v", got.Decision, got.RecordedBy, got.GroupVersion, tc.want, tc.by, tc.wantGV)
 			}
 		})
 	}

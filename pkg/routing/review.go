@@ -115,8 +115,13 @@ func Review(view *Snapshot, spec v1alpha1.RouteReviewSpec, source *v1alpha1.APIS
 		}
 		s = view.As(spec.SourcePeer, local)
 	}
-	if gv, ok := resourceListPath(info); ok && !spec.PeerProxied {
-		return reviewGroupVersion(s, gv, now), nil
+	if !spec.PeerProxied {
+		if gv, ok := resourceListPath(info); ok {
+			return reviewGroupVersion(s, gv, now), nil
+		}
+		if doc, ok := documentPath(info); ok {
+			return reviewDocument(s, doc, now), nil
+		}
 	}
 	req := Request{
 		IsResourceRequest: info.IsResourceRequest,
@@ -163,6 +168,47 @@ func resourceListPath(info *request.RequestInfo) (schema.GroupVersion, bool) {
 		return schema.GroupVersion{Group: parts[1], Version: parts[2]}, true
 	}
 	return schema.GroupVersion{}, false
+}
+
+// documentPath tells whether a request is for a root discovery document
+// (/api, /apis: doc is the path) or a group's (/apis/<group>: the group),
+// which the filter decides with DecideRoot and DecideGroup.
+func documentPath(info *request.RequestInfo) (string, bool) {
+	if info.IsResourceRequest || info.Verb != "get" {
+		return "", false
+	}
+	parts := strings.Split(strings.Trim(info.Path, "/"), "/")
+	switch {
+	case len(parts) == 1 && (parts[0] == "api" || parts[0] == "apis"):
+		return "/" + parts[0], true
+	case len(parts) == 2 && parts[0] == "apis" && parts[1] != "":
+		return parts[1], true
+	}
+	return "", false
+}
+
+// MergedDocumentReason is a review's reason for a root document served
+// from the view.
+const MergedDocumentReason = "the cluster's discovery document, merged from the view"
+
+// reviewDocument is Review for a root or group discovery document.
+func reviewDocument(s *Snapshot, doc string, now time.Time) v1alpha1.RouteReviewStatus {
+	var res GroupVersionResult
+	if root := strings.HasPrefix(doc, "/"); root {
+		res = DecideRoot(s, doc == "/api", now)
+	} else {
+		res = DecideGroup(s, doc, now)
+	}
+	status := v1alpha1.RouteReviewStatus{Decision: res.Decision, Reason: res.Reason()}
+	switch {
+	case res.Decision == v1alpha1.RouteUnavailable:
+		status.Group, status.Version = res.GroupVersion.Group, res.GroupVersion.Version
+	case strings.HasPrefix(doc, "/") && s.Table != nil:
+		status.Reason = MergedDocumentReason
+	default:
+		status.Reason = "the discovery document " + doc + ": this server's own chain answers (or the merged view, where it lists the group)"
+	}
+	return status
 }
 
 // reviewGroupVersion is Review for a group-version's resource list.

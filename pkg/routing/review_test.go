@@ -127,6 +127,16 @@ func TestReviewPaths(t *testing.T) {
 				if !strings.Contains(st.Reason, "the resource list of") {
 					t.Fatalf("resource list: %+v", st)
 				}
+			} else if tc.path == "/api" || tc.path == "/apis" {
+				// A root document: DecideRoot; the view is synced.
+				if st.Decision != v1alpha1.RouteLocal || st.Reason != MergedDocumentReason {
+					t.Fatalf("root document: %+v", st)
+				}
+			} else if strings.HasPrefix(tc.path, "/apis/") && !strings.Contains(tc.path[len("/apis/"):], "/") {
+				// A group's document: DecideGroup.
+				if st.Decision != v1alpha1.RouteNotFound || !strings.Contains(st.Reason, "the discovery document apps") {
+					t.Fatalf("group document: %+v", st)
+				}
 			} else if !tc.resource {
 				if st.Decision != v1alpha1.RouteLocal || !strings.Contains(st.Reason, "not a resource request") || st.Candidates != nil {
 					t.Fatalf("non-resource: %+v", st)

@@ -36,6 +36,10 @@ type Snapshot struct {
 	// peerdiscovery-apiserver replica down, say): its judgments of
 	// readiness may be older than the registration Leases.
 	ViewStale bool
+	// ViewRegistered is true while peerdiscovery's APIService exists: a
+	// view is expected (DecideRoot). Without it the cluster runs without
+	// peerdiscovery (not installed yet, or removed).
+	ViewRegistered bool
 	// Records are the registration Leases as Self reads them (its own
 	// watch cache in the filter). nil: none known.
 	Records Records

@@ -53,7 +53,10 @@ func (d *Server) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 	}
 	path := r.URL.Path
 	if !d.views.Synced() {
-		if d.starting() && IsDiscoveryPath(path) && !strings.Contains(r.Header.Get("Accept"), "profile=nopeer") {
+		// profile=nopeer asks for this server's own document
+		// (peerdiscovery-apiserver's scrape): the chain's, always.
+		nopeer := strings.Contains(r.Header.Get("Accept"), "profile=nopeer")
+		if d.starting() && IsDiscoveryPath(path) && !nopeer {
 			// A starting server's own document lacks every peer's group
 			// and, until apiextensions' DiscoveryController has run, its
 			// CRDs; a client acting on it gets no error (the namespace
@@ -66,7 +69,17 @@ func (d *Server) Serve(w http.ResponseWriter, r *http.Request, next http.Handler
 		}
 		// Past the start the chain answers, as stock kube-apiserver; but
 		// a group or group-version this server does not serve and a live
-		// peer's Lease records is no 404, as for its resources.
+		// peer's Lease records is no 404, as for its resources, and a root
+		// document that lacks it is no answer (routing.DecideRoot).
+		if (path == "/api" || path == "/apis") && !nopeer && d.views.Local.Synced() {
+			if res := routing.DecideRoot(d.views.Snapshot(), path == "/api", d.now()); res.Decision == v1alpha1.RouteUnavailable {
+				metrics.DiscoveryServed(discoveryEndpoint(r), metrics.SourceUnavailable)
+				d.unrouted(w, r, status.DiscoverySubject, res)
+				return true
+			}
+			metrics.DiscoveryServed(discoveryEndpoint(r), metrics.SourceLocal)
+			return false
+		}
 		if p, ok := parseDiscoveryPath(path); ok && d.views.Local.Synced() {
 			endpoint, res := metrics.EndpointResourceList, routing.GroupVersionResult{}
 			if p.version == "" {
@@ -333,6 +346,12 @@ func (d *Server) groupVersionUnavailable(w http.ResponseWriter, r *http.Request,
 		d.answers.NoneReady(w, r, s, res.Reason())
 		return
 	}
+	d.unrouted(w, r, s, res)
+}
+
+// unrouted is the 503 with Retry-After of a document that a live server's
+// Lease records and the view does not list yet.
+func (d *Server) unrouted(w http.ResponseWriter, r *http.Request, s status.Subject, res routing.GroupVersionResult) {
 	// The client chose what it asked for: not a metric label (as for
 	// unsynced).
 	metrics.ProxyError(r.Context(), metrics.ErrorUnrouted, metrics.UnknownLabels)

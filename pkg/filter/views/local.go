@@ -33,6 +33,8 @@ import (
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
 
+	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/clusterwide"
 	"sigs.k8s.io/peerdiscovery/pkg/merge"
 	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -68,6 +70,9 @@ type Local struct {
 	// metadataChanges counts their events: the record depends on their
 	// metadata, which can change while the document does not.
 	metadataChanges atomic.Uint64
+	// viewRegistered is true while peerdiscovery's APIService exists:
+	// the routing view is expected (routing.Snapshot.ViewRegistered).
+	viewRegistered atomic.Bool
 	// record caches the served record of one document.
 	record atomic.Pointer[servedRecord]
 	// clock times the reads; tests set a fake one.
@@ -101,6 +106,27 @@ func (l *Local) metadataChanged() {
 	l.metadataChanges.Add(1)
 	l.poke()
 }
+
+// viewAPIService is the name of the APIService that serves the view.
+var viewAPIService = clusterwide.APIServiceName(v1alpha1.SchemeGroupVersion)
+
+// apiServiceEvent follows the APIService informer for viewAPIService.
+func (l *Local) apiServiceEvent(obj any, exists bool) {
+	if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil && key == viewAPIService {
+		l.SetViewRegistered(exists)
+	}
+}
+
+// SetViewRegistered records whether peerdiscovery's APIService exists and
+// tells onChange when that changed.
+func (l *Local) SetViewRegistered(registered bool) {
+	if l.viewRegistered.Swap(registered) != registered && l.onChange != nil {
+		l.onChange()
+	}
+}
+
+// ViewRegistered tells whether peerdiscovery's APIService exists.
+func (l *Local) ViewRegistered() bool { return l.viewRegistered.Load() }
 
 func (l *Local) Synced() bool       { return l.doc.Load() != nil }
 func (l *Local) Current() *LocalDoc { return l.doc.Load() }
@@ -151,6 +177,11 @@ func (l *Local) Start(ctx context.Context, loopback *rest.Config, interval time.
 			DeleteFunc: func(interface{}) { l.metadataChanged() },
 		})
 	}
+	_, _ = apiServices.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o interface{}) { l.apiServiceEvent(o, true) },
+		UpdateFunc: func(_, o interface{}) { l.apiServiceEvent(o, true) },
+		DeleteFunc: func(o interface{}) { l.apiServiceEvent(o, false) },
+	})
 	l.crds, l.apiServices = crds, apiServices
 	factory.Start(ctx.Done())
 	go apiServices.RunWithContext(ctx)

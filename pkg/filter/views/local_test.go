@@ -332,3 +332,46 @@ func TestLocalDiscoveryKeepsOnlyCRDIdentity(t *testing.T) {
 		t.Error("an APIService with a service is aggregated")
 	}
 }
+
+// TestLocalKnowsWhetherTheViewIsRegistered: peerdiscovery's APIService,
+// read by the same informer, says whether a routing view is expected
+// (routing.DecideRoot serves stock discovery without one).
+func TestLocalKnowsWhetherTheViewIsRegistered(t *testing.T) {
+	apiService := func(name, group, version string) string {
+		return `{"kind":"APIService","apiVersion":"apiregistration.k8s.io/v1","metadata":{"name":"` + name + `","uid":"u-` + name + `","resourceVersion":"1"},` +
+			`"spec":{"group":"` + group + `","version":"` + version + `","service":{"namespace":"peerdiscovery","name":"peerdiscovery-apiserver"},"groupPriorityMinimum":100,"versionPriority":100}}`
+	}
+	for _, tc := range []struct {
+		name  string
+		items []string
+		want  bool
+	}{
+		{"another APIService only", []string{apiService("v1beta1.metrics.k8s.io", "metrics.k8s.io", "v1beta1")}, false},
+		{"peerdiscovery's", []string{apiService("v1beta1.metrics.k8s.io", "metrics.k8s.io", "v1beta1"), apiService("v1alpha1.peerdiscovery.k8s.io", "peerdiscovery.k8s.io", "v1alpha1")}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			local, _ := startFakeLocalServer(t)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.URL.Path {
+				case "/apis/apiextensions.k8s.io/v1/customresourcedefinitions":
+					serveListOrWatchList(w, r, "meta.k8s.io/v1", "PartialObjectMetadata")
+				case "/apis/apiregistration.k8s.io/v1/apiservices":
+					serveListOrWatchList(w, r, "apiregistration.k8s.io/v1", "APIService", tc.items...)
+				default:
+					local.ServeHTTP(w, r)
+				}
+			}))
+			defer srv.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			v := New(Config{Now: time.Now})
+			if err := v.Local.Start(ctx, &rest.Config{Host: srv.URL}, time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "APIServices synced", v.Local.apiServices.HasSynced)
+			if got := v.Snapshot().ViewRegistered; got != tc.want {
+				t.Errorf("snapshot's ViewRegistered = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -119,7 +119,7 @@ func (v *Views) publish() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	routes := v.Routes.Current()
-	snap := &routing.Snapshot{Self: v.self, ViewStale: routes.Stale, Records: v.Leases.Records()}
+	snap := &routing.Snapshot{Self: v.self, ViewStale: routes.Stale, ViewRegistered: v.Local.ViewRegistered(), Records: v.Leases.Records()}
 	if routes.Synced {
 		snap.Table = routes.Table
 	}
