@@ -133,9 +133,30 @@ func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 	byID := map[string]*idLeases{}
 	seenBad := map[string]bool{}
 	registrations := map[types.NamespacedName]bool{}
+	// served are the served-record Leases' records by server ID: they
+	// win over a record a registration Lease carries itself.
+	served := map[string][]peerlease.ServedResource{}
+	bad := func(l *coordinationv1.Lease, err error) {
+		key := l.Namespace + "/" + l.Name
+		seenBad[key] = true
+		if e.badLeases[key] != err.Error() {
+			logger.Info("Ignoring a broken peer lease", "lease", key, "err", err)
+			e.badLeases[key] = err.Error()
+		}
+	}
 	for _, obj := range e.leases.GetStore().List() {
 		l, ok := obj.(*coordinationv1.Lease)
 		if !ok {
+			continue
+		}
+		if peerlease.IsServedRecord(l) {
+			registrations[types.NamespacedName{Namespace: l.Namespace, Name: l.Name}] = true
+			rec, err := e.servedMemo.ParseServedRecord(l)
+			if err != nil {
+				bad(l, err)
+				continue
+			}
+			served[rec.ServerID] = rec.Served
 			continue
 		}
 		reg, isReg, isPeer, err := e.parseLease(l)
@@ -146,12 +167,7 @@ func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 			continue
 		}
 		if err != nil {
-			key := l.Namespace + "/" + l.Name
-			seenBad[key] = true
-			if e.badLeases[key] != err.Error() {
-				logger.Info("Ignoring a broken peer lease", "lease", key, "err", err)
-				e.badLeases[key] = err.Error()
-			}
+			bad(l, err)
 			continue
 		}
 		ls := byID[reg.ServerID]
@@ -163,6 +179,13 @@ func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 			ls.reg = &reg
 		} else {
 			ls.ident = &reg
+		}
+	}
+	for id, rs := range served {
+		if ls := byID[id]; ls != nil && ls.reg != nil {
+			reg := *ls.reg
+			reg.Served = rs
+			ls.reg = &reg
 		}
 	}
 	for key := range e.badLeases {

@@ -46,8 +46,13 @@ type registrar struct {
 	leases                      coordinationclient.LeaseInterface
 	serverID, endpoint, version string
 	// served is EncodeServed of what this server serves itself, "" while
-	// unknown: every renewal records it, so a crash leaves it behind.
+	// unknown. It is written to the served-record Lease when it changes,
+	// before the renewal (peerlease.NewServedLease), so a crash leaves it
+	// behind and a renewal carries only liveness.
 	served func(context.Context) string
+	// lastServed is the record last written (or found written), touched
+	// only by the renewal loop and the departure after it.
+	lastServed string
 	// listed tells whether peerdiscovery's view lists a server (its
 	// tombstone lasts), and whether this filter knows the view at all.
 	listed func(serverID string) (listed, known bool)
@@ -129,13 +134,24 @@ func (r *registrar) renew(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, peerlease.DefaultRenewInterval)
 	defer cancel()
 	name := peerlease.LeaseName(r.serverID)
-	served := r.served(ctx)
+	// The record first: a reader that sees this renewal has it (one watch
+	// of the Leases delivers both in order).
+	r.recordServed(rctx, r.served(ctx))
+	renewal := func(existing *coordinationv1.Lease) *coordinationv1.Lease {
+		l := peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, "", r.clock.Now())
+		if r.lastServed != "" {
+			// Held by the served-record Lease; until it is, a record the
+			// Lease carries (a filter from before it) stays.
+			peerlease.DropServed(l)
+		}
+		return l
+	}
 	var (
 		written *coordinationv1.Lease
 		err     error
 	)
 	if r.last != nil {
-		written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(r.last, r.serverID, r.endpoint, r.version, served, r.clock.Now()), metav1.UpdateOptions{})
+		written, err = r.leases.Update(rctx, renewal(r.last), metav1.UpdateOptions{})
 	}
 	if r.last == nil || apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		// Changed or deleted by someone else (collection, an admin), or
@@ -144,9 +160,9 @@ func (r *registrar) renew(ctx context.Context) {
 		existing, err = r.leases.Get(rctx, name, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(err):
-			written, err = r.leases.Create(rctx, peerlease.NewRegistrationLease(nil, r.serverID, r.endpoint, r.version, served, r.clock.Now()), metav1.CreateOptions{})
+			written, err = r.leases.Create(rctx, renewal(nil), metav1.CreateOptions{})
 		case err == nil:
-			written, err = r.leases.Update(rctx, peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, served, r.clock.Now()), metav1.UpdateOptions{})
+			written, err = r.leases.Update(rctx, renewal(existing), metav1.UpdateOptions{})
 		}
 	}
 	r.last = written
@@ -164,12 +180,38 @@ func (r *registrar) renew(ctx context.Context) {
 // served is in the Lease already (every renewal records it); the latest
 // list goes with the departure too. Collection deletes the Lease once its
 // tombstone ended.
+// recordServed writes the served-record Lease when served differs from
+// what was last written ("": not known yet, nothing to write). A failure is
+// tried again at the next renewal.
+func (r *registrar) recordServed(ctx context.Context, served string) {
+	if served == "" || served == r.lastServed {
+		return
+	}
+	existing, err := r.leases.Get(ctx, peerlease.ServedLeaseName(r.serverID), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = r.leases.Create(ctx, peerlease.NewServedLease(nil, r.serverID, served), metav1.CreateOptions{})
+	case err == nil && existing.Annotations[peerlease.ServedResourcesAnnotation] == served:
+		// Written by this server's previous run.
+	case err == nil:
+		_, err = r.leases.Update(ctx, peerlease.NewServedLease(existing, r.serverID, served), metav1.UpdateOptions{})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			klog.FromContext(ctx).V(2).Info("peerdiscovery filter: writing the served-record lease failed", "lease", peerlease.ServedLeaseName(r.serverID), "err", err)
+		}
+		return
+	}
+	r.lastServed = served
+}
+
 func (r *registrar) depart(ctx context.Context) error {
 	if !r.departed.CompareAndSwap(false, true) {
 		return nil // recorded already (the pre-shutdown hook, then the end of the loop)
 	}
 	at := r.clock.Now()
-	served := r.served(ctx)
+	r.recordServed(ctx, r.served(ctx))
+	const served = "" // the served-record Lease holds it
 	name := peerlease.LeaseName(r.serverID)
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
@@ -222,7 +264,7 @@ func (r *registrar) collectLoop(ctx context.Context) {
 // not-found.
 func (r *registrar) collect(ctx context.Context) (int, error) {
 	list, err := r.leases.List(ctx, metav1.ListOptions{
-		LabelSelector: peerlease.RegistrationLabel + "=" + peerlease.RegistrationComponent,
+		LabelSelector: peerlease.ComponentSelector,
 		// The watch cache is enough: the precondition catches a stale copy.
 		ResourceVersion: "0",
 	})
@@ -231,29 +273,60 @@ func (r *registrar) collect(ctx context.Context) (int, error) {
 	}
 	now := r.clock.Now()
 	deleted := 0
+	// registered holds the servers whose registration Lease stays.
+	registered := map[string]bool{}
 	for i := range list.Items {
 		l := &list.Items[i]
-		if !peerlease.IsRegistration(l) || !r.collectable(l, now) {
+		if !peerlease.IsRegistration(l) {
 			continue
 		}
-		rv, uid := l.ResourceVersion, l.UID
-		pre := &metav1.Preconditions{}
-		if rv != "" {
-			pre.ResourceVersion = &rv
+		if !r.collectable(l, now) {
+			if l.Spec.HolderIdentity != nil {
+				registered[*l.Spec.HolderIdentity] = true
+			}
+			continue
 		}
-		if uid != "" {
-			pre.UID = &uid
+		n, err := r.deleteLease(ctx, l)
+		if deleted += n; err != nil {
+			return deleted, err
 		}
-		err := r.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: pre})
-		switch {
-		case err == nil:
-			deleted++
-		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-		default:
+	}
+	// A served record goes with its server's registration Lease; one
+	// written just before its first registration is younger than the
+	// retention.
+	for i := range list.Items {
+		l := &list.Items[i]
+		if !peerlease.IsServedRecord(l) || (l.Spec.HolderIdentity != nil && registered[*l.Spec.HolderIdentity]) ||
+			!l.CreationTimestamp.Time.Before(now.Add(-r.retention)) {
+			continue
+		}
+		n, err := r.deleteLease(ctx, l)
+		if deleted += n; err != nil {
 			return deleted, err
 		}
 	}
 	return deleted, nil
+}
+
+// deleteLease deletes l as listed (preconditions: its resourceVersion and
+// UID); 1 when it did.
+func (r *registrar) deleteLease(ctx context.Context, l *coordinationv1.Lease) (int, error) {
+	rv, uid := l.ResourceVersion, l.UID
+	pre := &metav1.Preconditions{}
+	if rv != "" {
+		pre.ResourceVersion = &rv
+	}
+	if uid != "" {
+		pre.UID = &uid
+	}
+	err := r.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: pre})
+	switch {
+	case err == nil:
+		return 1, nil
+	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
+		return 0, nil
+	}
+	return 0, err
 }
 
 // collectable tells whether a registration Lease's server is gone for good.

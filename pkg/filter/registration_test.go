@@ -142,30 +142,98 @@ func getRegistration(t *testing.T, cs *fake.Clientset) (*coordinationv1.Lease, p
 	return l, r
 }
 
-// What the server serves is in its Lease from the first renewal after it
-// read its own discovery, and follows each change: a crash (no goodbye)
-// leaves it behind for every replica to read.
+// getServed reads the served-record Lease: its record, and whether there
+// is one.
+func getServed(t *testing.T, cs *fake.Clientset) ([]peerlease.ServedResource, bool) {
+	t.Helper()
+	l, err := cs.CoordinationV1().Leases(peerlease.Namespace).Get(context.Background(), peerlease.ServedLeaseName(regID), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, false
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := peerlease.ParseServedRecord(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec.Served, true
+}
+
+// checkRenewalCarriesNoRecord: the registration Lease, renewed every 3 s,
+// carries liveness only.
+func checkRenewalCarriesNoRecord(t *testing.T, cs *fake.Clientset) {
+	t.Helper()
+	if l, _ := getRegistration(t, cs); l.Annotations[peerlease.ServedResourcesAnnotation] != "" {
+		t.Errorf("the registration Lease carries a served record of %d bytes", len(l.Annotations[peerlease.ServedResourcesAnnotation]))
+	}
+}
+
+// What the server serves is in its served-record Lease from the first
+// renewal after it read its own discovery, written before that renewal and
+// again only when it changes: a crash (no goodbye) leaves it behind for
+// every replica to read, and a renewal carries nothing else.
 func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 	cs := fake.NewClientset()
 	local := newLocal()
 	r := newTestRegistrar(cs, local.ServedRecord)
 	r.renew(context.Background())
-	if _, reg := getRegistration(t, cs); reg.Served != nil {
-		t.Errorf("a Lease renewed before the first read lists %v", reg.Served)
+	if served, ok := getServed(t, cs); ok {
+		t.Errorf("a record written before the first read: %v", served)
 	}
 	serving := localServing()
 	local.SetDoc(serving.Current())
+	cs.ClearActions()
 	r.renew(context.Background())
-	if _, reg := getRegistration(t, cs); !reflect.DeepEqual(reg.Served, servingWant) || reg.Departed() {
-		t.Errorf("after the first read: %+v, served want %v", reg, servingWant)
+	v := verbs(cs)
+	if served, _ := getServed(t, cs); !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("after the first read: %v, want %v", served, servingWant)
 	}
-	// A new API (here a new group) is recorded by the next renewal.
+	// The record is written before the renewal that follows it.
+	if !slices.Equal(v, []string{"get", "create", "update"}) {
+		t.Errorf("the renewal after the first read: %v, want the record read and created, then the renewal", v)
+	}
+	checkRenewalCarriesNoRecord(t, cs)
+	// Unchanged: a renewal writes the registration Lease only.
+	cs.ClearActions()
+	r.renew(context.Background())
+	if v := verbs(cs); !slices.Equal(v, []string{"update"}) {
+		t.Errorf("a renewal with the record unchanged: %v, want one update", v)
+	}
+	// A new API (here a new group) is recorded before the next renewal.
 	servesGroup(local, "storagemigration.k8s.io", "v1beta1", apidiscoveryv2.APIResourceDiscovery{Resource: "storageversionmigrations", Scope: apidiscoveryv2.ScopeCluster})
 	r.renew(context.Background())
-	_, reg := getRegistration(t, cs)
+	served, _ := getServed(t, cs)
 	svm := schema.GroupVersionResource{Group: "storagemigration.k8s.io", Version: "v1beta1", Resource: "storageversionmigrations"}
-	if !slices.ContainsFunc(reg.Served, func(s peerlease.ServedResource) bool { return s.GroupVersionResource == svm }) || len(reg.Served) != len(servingWant)+1 {
-		t.Errorf("after a new API: %v", reg.Served)
+	if !slices.ContainsFunc(served, func(s peerlease.ServedResource) bool { return s.GroupVersionResource == svm }) || len(served) != len(servingWant)+1 {
+		t.Errorf("after a new API: %v", served)
+	}
+	checkRenewalCarriesNoRecord(t, cs)
+}
+
+// A registration Lease that still carries its record (written by a filter
+// from before the served-record Lease) loses it at the first renewal,
+// once the served-record Lease holds it; a restart whose record is not
+// known yet leaves the served-record Lease as it was.
+func TestRegistrationMovesAnInlineRecord(t *testing.T) {
+	enc, err := peerlease.EncodeServed(servingWant)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := fake.NewClientset(peerlease.NewRegistrationLease(nil, regID, regEndpoint, "v1.36.3", enc, regNow.Add(-time.Minute)))
+	newTestRegistrar(cs, newLocal().ServedRecord).renew(context.Background())
+	if _, reg := getRegistration(t, cs); !reflect.DeepEqual(reg.Served, servingWant) {
+		t.Errorf("a restart before its first read dropped the inline record: %v", reg.Served)
+	}
+	newTestRegistrar(cs, localServing().ServedRecord).renew(context.Background())
+	if served, _ := getServed(t, cs); !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("served-record Lease %v, want %v", served, servingWant)
+	}
+	checkRenewalCarriesNoRecord(t, cs)
+	// Restarted again, before its first read: the record stays.
+	newTestRegistrar(cs, newLocal().ServedRecord).renew(context.Background())
+	if served, _ := getServed(t, cs); !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("after a restart: %v", served)
 	}
 }
 
@@ -197,10 +265,11 @@ func TestRegistrationRenewsWithoutRereading(t *testing.T) {
 	cs.ClearActions()
 	r.renew(ctx)
 	l, reg := getRegistration(t, cs)
-	if l.Labels["edited"] != "yes" || !reflect.DeepEqual(reg.Served, servingWant) {
-		t.Errorf("after a conflict: labels %v, served %v", l.Labels, reg.Served)
+	v := verbs(cs)
+	if served, _ := getServed(t, cs); l.Labels["edited"] != "yes" || reg.Departed() || !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("after a conflict: labels %v, served %v", l.Labels, served)
 	}
-	if v := verbs(cs); !slices.Equal(v, []string{"update", "get", "update", "get"}) {
+	if !slices.Equal(v, []string{"update", "get", "update", "get"}) {
 		t.Errorf("a renewal after someone else's write: %v", v)
 	}
 
@@ -209,7 +278,7 @@ func TestRegistrationRenewsWithoutRereading(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.renew(ctx)
-	if _, reg := getRegistration(t, cs); !reflect.DeepEqual(reg.Served, servingWant) || reg.Departed() {
+	if _, reg := getRegistration(t, cs); reg.Departed() || reg.Endpoint != regEndpoint {
 		t.Errorf("after a delete: %+v", reg)
 	}
 	cs.ClearActions()
@@ -258,8 +327,11 @@ func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
 	if got := l.Annotations[peerlease.DepartedAtAnnotation]; got != "2026-05-01T12:00:00Z" {
 		t.Errorf("%s = %q", peerlease.DepartedAtAnnotation, got)
 	}
-	if !r.Departed() || !r.DepartedAt.Equal(regNow) || !reflect.DeepEqual(r.Served, servingWant) || r.Endpoint != regEndpoint {
-		t.Errorf("departed registration: %+v, served want %v", r, servingWant)
+	if !r.Departed() || !r.DepartedAt.Equal(regNow) || r.Endpoint != regEndpoint {
+		t.Errorf("departed registration: %+v", r)
+	}
+	if served, _ := getServed(t, cs); !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("served record after the departure: %v, want %v", served, servingWant)
 	}
 
 	// Back under the same ID: the first renewal drops the departure, and
@@ -270,8 +342,8 @@ func TestRegistrationMarksDepartedInsteadOfDeleting(t *testing.T) {
 	if _, ok := l.Annotations[peerlease.DepartedAtAnnotation]; ok {
 		t.Errorf("the renewal kept %s", peerlease.DepartedAtAnnotation)
 	}
-	if !reflect.DeepEqual(r.Served, servingWant) {
-		t.Errorf("served after the renewal: %v", r.Served)
+	if served, _ := getServed(t, cs); !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("served after the renewal: %v", served)
 	}
 }
 
@@ -340,11 +412,11 @@ func TestRegistrationDepartureWithoutList(t *testing.T) {
 			if !reg.DepartedAt.Equal(regNow) {
 				t.Errorf("departed at %s, want %s", reg.DepartedAt, regNow)
 			}
-			if _, has := l.Annotations[peerlease.ServedResourcesAnnotation]; has == tc.noList {
-				t.Errorf("served-resources present=%v, want %v", has, !tc.noList)
+			if _, has := getServed(t, cs); has == tc.noList {
+				t.Errorf("served record present=%v, want %v", has, !tc.noList)
 			}
-			if n := len(l.Annotations[peerlease.ServedResourcesAnnotation]); n > peerlease.MaxServedEncodedBytes {
-				t.Errorf("annotation of %d bytes", n)
+			if _, has := l.Annotations[peerlease.ServedResourcesAnnotation]; has {
+				t.Errorf("the registration Lease carries a served record")
 			}
 		})
 	}
@@ -383,7 +455,17 @@ func TestRegistrationLeaseCollection(t *testing.T) {
 			RenewTime: ptr.To(metav1.NewMicroTime(regNow.Add(-5 * hour))),
 		},
 	}
-	all := []runtime.Object{departedOld, departedListed, departedUnlisted, departedSkewed, lapsedOld, lapsedUnlisted, lapsedRecent, live, renewedMeanwhile, foreign}
+	// Served records: each goes with its server's registration Lease; one
+	// without a registration is kept while younger than the retention
+	// (written just before its first registration).
+	servedAt := func(id string, created time.Time, rv string) *coordinationv1.Lease {
+		l := peerlease.NewServedLease(nil, id, "")
+		l.CreationTimestamp, l.ResourceVersion, l.UID = metav1.NewTime(created), rv, types.UID("uid-served-"+id)
+		return l
+	}
+	all := []runtime.Object{departedOld, departedListed, departedUnlisted, departedSkewed, lapsedOld, lapsedUnlisted, lapsedRecent, live, renewedMeanwhile, foreign,
+		servedAt("departed-2h", regNow.Add(-3*hour), "22"), servedAt("live", regNow.Add(-3*hour), "23"),
+		servedAt("orphan-young", regNow.Add(-time.Minute), "24"), servedAt("orphan-old", regNow.Add(-2*hour), "25")}
 	// The view lists the live server and one that departed 30 minutes ago
 	// (a tombstone longer than the default).
 	listed := func(id string) (bool, bool) { return id == "live" || id == "departed-30m-listed", true }
@@ -439,20 +521,20 @@ func TestRegistrationLeaseCollection(t *testing.T) {
 
 	t.Run("view known", func(t *testing.T) {
 		left, tried, n := collect(t, listed)
-		if want := []string{"departed-30m-listed", "kube-scheduler", "lapsed-5m", "live", "renewed-meanwhile"}; !slices.Equal(left, want) {
+		if want := []string{"departed-30m-listed", "kube-scheduler", "lapsed-5m", "live", "peerdiscovery.served-live", "peerdiscovery.served-orphan-young", "renewed-meanwhile"}; !slices.Equal(left, want) {
 			t.Errorf("leases after collection: %v, want %v", left, want)
 		}
-		if n != 5 {
-			t.Errorf("collect reported %d deletions, want 5", n)
+		if n != 7 {
+			t.Errorf("collect reported %d deletions, want 7", n)
 		}
-		if want := []string{"departed-2h", "departed-30m", "departed-skewed", "lapsed-20m", "lapsed-2h", "renewed-meanwhile"}; !slices.Equal(tried, want) {
+		if want := []string{"departed-2h", "departed-30m", "departed-skewed", "lapsed-20m", "lapsed-2h", "peerdiscovery.served-departed-2h", "peerdiscovery.served-orphan-old", "renewed-meanwhile"}; !slices.Equal(tried, want) {
 			t.Errorf("deletes tried: %v, want %v", tried, want)
 		}
 	})
 	t.Run("view unknown: only the maximum retention", func(t *testing.T) {
 		left, _, n := collect(t, func(string) (bool, bool) { return false, false })
-		want := []string{"departed-30m", "departed-30m-listed", "kube-scheduler", "lapsed-20m", "lapsed-5m", "live", "renewed-meanwhile"}
-		if !slices.Equal(left, want) || n != 3 {
+		want := []string{"departed-30m", "departed-30m-listed", "kube-scheduler", "lapsed-20m", "lapsed-5m", "live", "peerdiscovery.served-live", "peerdiscovery.served-orphan-young", "renewed-meanwhile"}
+		if !slices.Equal(left, want) || n != 5 {
 			t.Errorf("leases after collection: %v (%d deleted), want %v", left, n, want)
 		}
 	})

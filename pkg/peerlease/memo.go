@@ -61,6 +61,28 @@ func (m *ServedMemo) ParseRegistration(l *coordinationv1.Lease) (Registration, e
 	return reg, nil
 }
 
+// ParseServedRecord is ParseServedRecord, with the list decoded only when
+// the record differs from the one last parsed for that Lease (a reader
+// that goes over every Lease on each turn).
+func (m *ServedMemo) ParseServedRecord(l *coordinationv1.Lease) (ServedRecord, error) {
+	id, raw, err := servedRecordIdentity(l)
+	if err != nil {
+		return ServedRecord{}, err
+	}
+	key := types.NamespacedName{Namespace: l.Namespace, Name: l.Name}
+	m.mu.Lock()
+	e, seen := m.byLease[key]
+	m.mu.Unlock()
+	if seen && e.raw == raw {
+		return ServedRecord{ServerID: id, Served: e.served}, nil
+	}
+	rec, err := ParseServedRecord(l)
+	if err == nil {
+		m.remember(key, memoEntry{raw: raw, served: rec.Served})
+	}
+	return rec, err
+}
+
 func (m *ServedMemo) remember(key types.NamespacedName, e memoEntry) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

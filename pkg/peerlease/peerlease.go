@@ -101,8 +101,9 @@ func LeaseName(serverID string) string { return NamePrefix + serverID }
 
 // NewRegistrationLease builds (or renews, given the existing one) a
 // registration Lease. served is EncodeServed's encoding of what the server
-// serves itself now; empty keeps the list the Lease already records (the
-// server has not read its own discovery yet). A departure recorded in the
+// serves itself now, for a Lease that carries its record (before the
+// served-record Lease, servedlease.go); empty keeps what the Lease
+// carries (DropServed drops it). A departure recorded in the
 // existing Lease is dropped: the server (back under the same ID) runs
 // again.
 func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, binaryVersion, served string, now time.Time) *coordinationv1.Lease {
@@ -143,6 +144,13 @@ func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, bi
 	if l.Spec.AcquireTime == nil {
 		l.Spec.AcquireTime = &renew
 	}
+	return l
+}
+
+// DropServed removes the served record a registration Lease carries
+// itself, once the served-record Lease holds it; it returns l.
+func DropServed(l *coordinationv1.Lease) *coordinationv1.Lease {
+	delete(l.Annotations, ServedResourcesAnnotation)
 	return l
 }
 

@@ -404,15 +404,17 @@ func logRoutingEvidence(t *testing.T) {
 		t.Logf("listing Leases: %v", err)
 	}
 	for _, l := range leases.Items {
-		if !peerlease.IsRegistration(&l) {
-			continue
+		switch {
+		case peerlease.IsRegistration(&l):
+			t.Logf("Lease %s: renewed %v", l.Name, l.Spec.RenewTime)
+		case peerlease.IsServedRecord(&l):
+			rec, err := peerlease.ParseServedRecord(&l)
+			pdbs := false
+			for _, r := range rec.Served {
+				pdbs = pdbs || r.Resource == "poddisruptionbudgets"
+			}
+			t.Logf("Lease %s: served record of %d resources (err %v), PDBs among them: %v", l.Name, len(rec.Served), err, pdbs)
 		}
-		served, err := peerlease.DecodeServed(l.Annotations[peerlease.ServedResourcesAnnotation])
-		pdbs := false
-		for _, r := range served {
-			pdbs = pdbs || r.Resource == "poddisruptionbudgets"
-		}
-		t.Logf("Lease %s: renewed %v, served record of %d resources (err %v), PDBs among them: %v", l.Name, l.Spec.RenewTime, len(served), err, pdbs)
 	}
 	// As the namespace controller asks: aggregated discovery, preferred
 	// versions, namespaced resources.

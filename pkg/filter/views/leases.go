@@ -47,17 +47,26 @@ type Leases struct {
 	// current is copied on write, read without locks.
 	current atomic.Pointer[routing.Records]
 	mu      sync.Mutex // serializes writers
-	// raw is, under mu, the served-resources annotation each record's set
-	// was decoded from: a renewal that records the same list reuses it.
-	raw map[string]string
-	now func() time.Time
+	// inline and recorded are, under mu, the served sets by server ID:
+	// from registration Leases that carry their record (a filter from
+	// before the served-record Lease) and from served-record Leases, each
+	// with the annotation it was decoded from, so that an unchanged record
+	// is not decoded again. A served-record Lease wins.
+	inline, recorded map[string]decodedServed
+	now              func() time.Time
 	// onChange, when set, is called after each change of current (the
 	// routing snapshot is published from it).
 	onChange func()
 }
 
+// decodedServed is one decoded served-resources annotation.
+type decodedServed struct {
+	raw string
+	set *routing.Served
+}
+
 func newLeases(now func() time.Time) *Leases {
-	l := &Leases{now: now, raw: map[string]string{}}
+	l := &Leases{now: now, inline: map[string]decodedServed{}, recorded: map[string]decodedServed{}}
 	l.current.Store(&routing.Records{})
 	return l
 }
@@ -65,14 +74,15 @@ func newLeases(now func() time.Time) *Leases {
 // Records returns the current records; read only.
 func (l *Leases) Records() routing.Records { return *l.current.Load() }
 
-// Start watches the registration Leases over the loopback client.
+// Start watches the registration and served-record Leases over the
+// loopback client.
 func (l *Leases) Start(ctx context.Context, loopback *rest.Config) error {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return err
 	}
 	lw := cache.NewFilteredListWatchFromClient(client.CoordinationV1().RESTClient(), "leases", peerlease.Namespace, func(o *metav1.ListOptions) {
-		o.LabelSelector = peerlease.RegistrationLabel + "=" + peerlease.RegistrationComponent
+		o.LabelSelector = peerlease.ComponentSelector
 	})
 	l.run(ctx, lw)
 	return nil
@@ -96,10 +106,7 @@ func (l *Leases) run(ctx context.Context, lw cache.ListerWatcher) {
 				o = d.Obj
 			}
 			if lease, ok := o.(*coordinationv1.Lease); ok && lease.Spec.HolderIdentity != nil {
-				l.update(func(m routing.Records) {
-					delete(m, *lease.Spec.HolderIdentity)
-					delete(l.raw, *lease.Spec.HolderIdentity)
-				})
+				l.Forget(lease)
 			}
 		},
 	})
@@ -117,24 +124,28 @@ func (l *Leases) update(change func(routing.Records)) {
 	}
 }
 
-// Record records one Lease (what the informer does with each). A broken one records nothing (peerdiscovery
-// ignores it too).
+// Record records one Lease (what the informer does with each). A broken
+// one records nothing (peerdiscovery ignores it too).
 func (l *Leases) Record(logger klog.Logger, o interface{}) {
 	lease, ok := o.(*coordinationv1.Lease)
 	if !ok {
 		return
 	}
+	if peerlease.IsServedRecord(lease) {
+		l.recordServed(logger, lease)
+		return
+	}
 	raw, hasRaw := lease.Annotations[peerlease.ServedResourcesAnnotation]
 	l.update(func(m routing.Records) {
-		var prev *routing.Record
+		// A renewal every few seconds rarely changes an inline record: the
+		// set decoded from it last time serves.
+		var prev decodedServed
 		if h := lease.Spec.HolderIdentity; h != nil {
-			prev = m[*h]
+			prev = l.inline[*h]
 		}
-		// A renewal every few seconds rarely changes the record: the set
-		// decoded from it last time serves, and it is not decoded again.
-		reuse := prev != nil && hasRaw && l.raw[prev.ID] == raw
+		reuse := hasRaw && prev.set != nil && prev.raw == raw
 		parse := peerlease.ParseRegistration
-		if reuse {
+		if reuse || !hasRaw {
 			parse = peerlease.ParseRegistrationSkippingServed
 		}
 		reg, err := parse(lease)
@@ -142,24 +153,87 @@ func (l *Leases) Record(logger klog.Logger, o interface{}) {
 			logger.V(4).Info("peerdiscovery filter: ignoring a broken registration lease", "lease", lease.Name, "err", err)
 			return
 		}
-		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, Departed: reg.Departed(), DepartedAt: reg.DepartedAt}
 		switch {
-		case reuse:
-			r.Served = prev.Served
-		case reg.Served != nil:
-			gvrs := make([]schema.GroupVersionResource, len(reg.Served))
-			for i, sr := range reg.Served {
-				gvrs[i] = sr.GroupVersionResource
-			}
-			r.Served = routing.NewServed(gvrs)
+		case !hasRaw:
+			delete(l.inline, reg.ServerID)
+		case !reuse:
+			l.inline[reg.ServerID] = decodedServed{raw: raw, set: servedSet(reg.Served)}
 		}
+		r := &routing.Record{ID: reg.ServerID, Endpoint: reg.Endpoint, RenewTime: reg.RenewTime, Expires: reg.Expires, Departed: reg.Departed(), DepartedAt: reg.DepartedAt}
+		r.Served = l.servedOf(reg.ServerID)
 		m[reg.ServerID] = r
-		if hasRaw {
-			l.raw[reg.ServerID] = raw
-		} else {
-			delete(l.raw, reg.ServerID)
-		}
 	})
+}
+
+// recordServed records a served-record Lease: decoded only when its
+// record changed.
+func (l *Leases) recordServed(logger klog.Logger, lease *coordinationv1.Lease) {
+	raw := lease.Annotations[peerlease.ServedResourcesAnnotation]
+	l.mu.Lock()
+	prev, seen := l.recorded[ptrValue(lease.Spec.HolderIdentity)]
+	l.mu.Unlock()
+	if seen && prev.raw == raw {
+		return
+	}
+	rec, err := peerlease.ParseServedRecord(lease)
+	if err != nil {
+		logger.V(4).Info("peerdiscovery filter: ignoring a broken served-record lease", "lease", lease.Name, "err", err)
+		return
+	}
+	l.update(func(m routing.Records) {
+		l.recorded[rec.ServerID] = decodedServed{raw: raw, set: servedSet(rec.Served)}
+		l.refresh(m, rec.ServerID)
+	})
+}
+
+// Forget drops what a deleted Lease recorded.
+func (l *Leases) Forget(lease *coordinationv1.Lease) {
+	id := ptrValue(lease.Spec.HolderIdentity)
+	l.update(func(m routing.Records) {
+		if peerlease.IsServedRecord(lease) {
+			delete(l.recorded, id)
+			l.refresh(m, id)
+			return
+		}
+		delete(m, id)
+		delete(l.inline, id)
+	})
+}
+
+// servedOf is what server id serves as its Leases record it (under mu).
+func (l *Leases) servedOf(id string) *routing.Served {
+	if d, ok := l.recorded[id]; ok {
+		return d.set
+	}
+	return l.inline[id].set
+}
+
+// refresh gives server id's record its served set again (under mu); a
+// published record is never modified.
+func (l *Leases) refresh(m routing.Records, id string) {
+	if r := m[id]; r != nil {
+		c := *r
+		c.Served = l.servedOf(id)
+		m[id] = &c
+	}
+}
+
+func servedSet(rs []peerlease.ServedResource) *routing.Served {
+	if rs == nil {
+		return nil
+	}
+	gvrs := make([]schema.GroupVersionResource, len(rs))
+	for i, sr := range rs {
+		gvrs[i] = sr.GroupVersionResource
+	}
+	return routing.NewServed(gvrs)
+}
+
+func ptrValue(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // LeaseState is what a server's registration Lease says of it now.

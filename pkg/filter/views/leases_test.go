@@ -63,3 +63,67 @@ func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {
 		t.Errorf("after the renewal: %+v, want the record decoded before, renewed", r)
 	}
 }
+
+// TestLeasesJoinTheServedRecord: a server's record comes from its
+// served-record Lease, whichever of the two Leases is read first, wins
+// over a record its registration Lease still carries, and goes with it;
+// its server's Lease alone says nothing of what it serves.
+func TestLeasesJoinTheServedRecord(t *testing.T) {
+	gvr := func(r string) schema.GroupVersionResource { return schema.GroupVersionResource{Group: "x.example.com", Version: "v1", Resource: r} }
+	enc := func(rs ...string) string {
+		var list []peerlease.ServedResource
+		for _, r := range rs {
+			list = append(list, peerlease.ServedResource{GroupVersionResource: gvr(r), Scope: "Namespaced", Kind: "Thing", Verbs: []string{"get"}})
+		}
+		s, err := peerlease.EncodeServed(list)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	now := time.Now()
+	l := newLeases(func() time.Time { return now })
+	logger := klog.Background()
+	const id = "kube-apiserver-b"
+	serves := func(r string) bool {
+		rec := l.Records()[id]
+		return rec != nil && rec.Served.Serves(gvr(r))
+	}
+	servedLease := peerlease.NewServedLease(nil, id, enc("new"))
+	l.Record(logger, servedLease) // read before its registration
+	if _, ok := l.Records()[id]; ok {
+		t.Fatal("a served record alone made a record of its server")
+	}
+	reg := peerlease.NewRegistrationLease(nil, id, "10.0.0.9:6443", "v1.37.2", "", now)
+	l.Record(logger, reg)
+	if !serves("new") {
+		t.Fatalf("the registration read after its served record: %+v", l.Records()[id])
+	}
+	// A registration Lease that still carries an older record: the
+	// served-record Lease wins.
+	l.Record(logger, peerlease.NewRegistrationLease(reg, id, "10.0.0.9:6443", "v1.37.2", enc("old"), now))
+	if !serves("new") || serves("old") {
+		t.Errorf("the inline record won over the served-record Lease: %+v", l.Records()[id])
+	}
+	// The record changes: the next read of its Lease only.
+	l.Record(logger, peerlease.NewServedLease(servedLease, id, enc("newer")))
+	if !serves("newer") || serves("new") {
+		t.Errorf("after the record changed: %+v", l.Records()[id])
+	}
+	// The served-record Lease deleted: the inline record is all there is.
+	l.Forget(servedLease)
+	if !serves("old") || serves("newer") {
+		t.Errorf("after the served-record Lease was deleted: %+v", l.Records()[id])
+	}
+	// A broken served-record Lease records nothing.
+	broken := peerlease.NewServedLease(nil, id, "not base64")
+	l.Record(logger, broken)
+	if !serves("old") {
+		t.Errorf("a broken served-record Lease changed the record: %+v", l.Records()[id])
+	}
+	// The registration Lease deleted: no record of the server.
+	l.Forget(reg)
+	if _, ok := l.Records()[id]; ok {
+		t.Error("a deleted registration Lease left its record")
+	}
+}

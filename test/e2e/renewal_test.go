@@ -1,0 +1,104 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
+)
+
+// maxRenewalBytes bounds a registration Lease as JSON, managed fields
+// included (etcd stores them, and every watch event carries them): an
+// identity Lease with a few annotations. With the served record in it,
+// one was 2.2 KB on this plane, and at 5,000 GVRs its record alone is
+// tens of KB.
+const maxRenewalBytes = 1024
+
+// TestRenewalsCarryOnlyLiveness: the registration Lease every server
+// renews every 3 s carries no served record; each server's record is in
+// its served-record Lease, which no renewal writes.
+func TestRenewalsCarryOnlyLiveness(t *testing.T) {
+	ids := readyPlane(t)
+	ctx := context.Background()
+	leases := kubernetes.NewForConfigOrDie(cluster.AdminConfig(old)).CoordinationV1().Leases(peerlease.Namespace)
+	for i, id := range ids {
+		l, err := leases.Get(ctx, peerlease.LeaseName(id), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("kube-apiserver-%d's registration Lease: %v", i, err)
+		}
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, has := l.Annotations[peerlease.ServedResourcesAnnotation]; has || len(b) > maxRenewalBytes {
+			t.Errorf("kube-apiserver-%d's registration Lease: %d bytes as JSON (at most %d), served record in it: %v", i, len(b), maxRenewalBytes, has)
+		}
+		s, err := leases.Get(ctx, peerlease.ServedLeaseName(id), metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("kube-apiserver-%d's served-record Lease: %v", i, err)
+		}
+		rec, err := peerlease.ParseServedRecord(s)
+		if err != nil || len(rec.Served) == 0 {
+			t.Errorf("kube-apiserver-%d's served record: %d resources, %v", i, len(rec.Served), err)
+		}
+		sb, _ := json.Marshal(s)
+		t.Logf("kube-apiserver-%d: registration Lease %d bytes as JSON, served-record Lease %d bytes (%d resources)", i, len(b), len(sb), len(rec.Served))
+	}
+
+	// Over 10 s (three renewals of each server), the served records are
+	// not written.
+	w, err := leases.Watch(ctx, metav1.ListOptions{LabelSelector: peerlease.ComponentSelector, ResourceVersion: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	renewals, served := 0, 0
+	start := time.Now()
+	timeout := time.After(10 * time.Second)
+	for done := false; !done; {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatal("the watch ended")
+			}
+			l, isLease := ev.Object.(*coordinationv1.Lease)
+			if !isLease || ev.Type != watch.Modified {
+				continue // the initial events (ADDED)
+			}
+			switch {
+			case peerlease.IsRegistration(l):
+				renewals++
+			case peerlease.IsServedRecord(l):
+				served++
+				t.Errorf("served-record Lease %s written at +%v with nothing served changed", l.Name, time.Since(start).Round(100*time.Millisecond))
+			}
+		case <-timeout:
+			done = true
+		}
+	}
+	if renewals < 2*len(ids) {
+		t.Errorf("%d renewals of %d servers in 10 s: the watch saw too few to tell", renewals, len(ids))
+	}
+	t.Logf("in 10 s: %d renewals, %d served-record writes", renewals, served)
+}
