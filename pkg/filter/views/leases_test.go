@@ -69,7 +69,9 @@ func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {
 // over a record its registration Lease still carries, and goes with it;
 // its server's Lease alone says nothing of what it serves.
 func TestLeasesJoinTheServedRecord(t *testing.T) {
-	gvr := func(r string) schema.GroupVersionResource { return schema.GroupVersionResource{Group: "x.example.com", Version: "v1", Resource: r} }
+	gvr := func(r string) schema.GroupVersionResource {
+		return schema.GroupVersionResource{Group: "x.example.com", Version: "v1", Resource: r}
+	}
 	enc := func(rs ...string) string {
 		var list []peerlease.ServedResource
 		for _, r := range rs {
