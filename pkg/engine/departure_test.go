@@ -305,10 +305,33 @@ func recorded(t *testing.T, id, endpoint string, renewed time.Time, doc Document
 // every replica was down: a replica started afterwards routes its APIs as
 // unavailable for the whole tombstone, from what its Lease recorded while
 // it ran, exactly as a replica that had read it.
+// Its record in a Lease of its own (the filter's since #48), or in its
+// registration Lease (an older filter's); with both, the served-record
+// Lease's.
 func TestEngineCrashedPeerTombstoneOnAReplicaStartedLater(t *testing.T) {
 	renewed := t0.Add(-time.Minute)
+	enc := func(doc Document) string {
+		e, err := peerlease.EncodeServed(peerlease.ServedFromDiscovery(doc.API, doc.APIs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	for _, tc := range []struct {
+		name   string
+		leases []runtime.Object
+	}{
+		{"served-record Lease", []runtime.Object{peerlease.NewRegistrationLease(nil, idA, epA, "v1.37.2", "", renewed), peerlease.NewServedLease(nil, idA, enc(docA()))}},
+		{"in the registration Lease", []runtime.Object{recorded(t, idA, epA, renewed, docA())}},
+		{"both: the served-record Lease wins", []runtime.Object{recorded(t, idA, epA, renewed, docB()), peerlease.NewServedLease(nil, idA, enc(docA()))}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { crashedPeerTombstone(t, renewed, tc.leases) })
+	}
+}
+
+func crashedPeerTombstone(t *testing.T, renewed time.Time, leasesOfA []runtime.Object) {
 	gone := renewed.Add(peerlease.DefaultDurationSeconds * time.Second)
-	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{recorded(t, idA, epA, renewed, docA()), regLease(idB, epB, "v1.36.3", t0)}})
+	h := newHarness(t, testOptions(), seed{kube: append(leasesOfA, regLease(idB, epB, "v1.36.3", t0))})
 	h.scraper.set(epB, serve(docB()))
 	h.start()
 	v := h.pub.waitFor(t, "b ready, a tombstoned", func(v compute.Output) bool { return isReady(v, idB) && peerOf(v, idA) != nil })
