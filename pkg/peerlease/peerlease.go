@@ -107,19 +107,7 @@ func LeaseName(serverID string) string { return NamePrefix + serverID }
 // existing Lease is dropped: the server (back under the same ID) runs
 // again.
 func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, binaryVersion, served string, now time.Time) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{}
-	if existing != nil {
-		l = existing.DeepCopy()
-	}
-	l.Name = LeaseName(serverID)
-	l.Namespace = Namespace
-	if l.Labels == nil {
-		l.Labels = map[string]string{}
-	}
-	l.Labels[RegistrationLabel] = RegistrationComponent
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
+	l := ownLease(existing, LeaseName(serverID), RegistrationComponent)
 	l.Annotations[EndpointAnnotation] = endpoint
 	l.Annotations[BinaryVersionAnnotation] = binaryVersion
 	// Back after a departure or a lapse: a new holding, so the identity
@@ -143,6 +131,24 @@ func NewRegistrationLease(existing *coordinationv1.Lease, serverID, endpoint, bi
 	l.Spec.RenewTime = &renew
 	if l.Spec.AcquireTime == nil {
 		l.Spec.AcquireTime = &renew
+	}
+	return l
+}
+
+// ownLease is a copy of existing (or a new Lease) named name in Namespace,
+// labelled as component, with labels and annotations to write to.
+func ownLease(existing *coordinationv1.Lease, name, component string) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	if existing != nil {
+		l = existing.DeepCopy()
+	}
+	l.Name, l.Namespace = name, Namespace
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[RegistrationLabel] = component
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
 	}
 	return l
 }

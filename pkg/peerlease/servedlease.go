@@ -51,19 +51,7 @@ func ServedLeaseName(serverID string) string { return ServedNamePrefix + serverI
 // served-record Lease holding served (EncodeServed's encoding). It is
 // never renewed: no renewTime, no duration.
 func NewServedLease(existing *coordinationv1.Lease, serverID, served string) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{}
-	if existing != nil {
-		l = existing.DeepCopy()
-	}
-	l.Name = ServedLeaseName(serverID)
-	l.Namespace = Namespace
-	if l.Labels == nil {
-		l.Labels = map[string]string{}
-	}
-	l.Labels[RegistrationLabel] = ServedComponent
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
+	l := ownLease(existing, ServedLeaseName(serverID), ServedComponent)
 	l.Annotations[ServedResourcesAnnotation] = served
 	holder := serverID
 	l.Spec.HolderIdentity = &holder
