@@ -156,7 +156,7 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	srv.mu.Lock()
 	selector := srv.selector
 	srv.mu.Unlock()
-	if want := "peerdiscovery.k8s.io/registration=kube-apiserver"; selector != want {
+	if want := peerlease.ComponentSelector; selector != want {
 		t.Errorf("lease informer's label selector %q, want %q", srv.selector, want)
 	}
 
