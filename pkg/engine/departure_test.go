@@ -460,7 +460,7 @@ func TestEngineSeesALapseWhenItHappens(t *testing.T) {
 	// Past the expiry, before the next refresh tick (60 s): only the
 	// lapse timer wakes the engine.
 	h.clk.SetTime(expires.Add(time.Second))
-	v := h.pub.waitFor(t, "a gone at its lapse", func(v compute.Output) bool { return leftAt(v, idA).Equal(expires) })
+	v := h.waitForTimer("a gone at its lapse", func(v compute.Output) bool { return leftAt(v, idA).Equal(expires) })
 	if rt := routeOf(v, "things.v1.only-a.example.com"); rt == nil || !rt.Status.Peers[0].Left {
 		t.Errorf("things: %+v, want a's tombstone", rt)
 	}
@@ -485,5 +485,5 @@ func TestEngineStuckLeaseWatchDefersLapses(t *testing.T) {
 	}
 	// One Lease duration later, gone anyway, at the time its Lease says.
 	h.clk.SetTime(expires.Add(maxLapseDelay + time.Second))
-	h.pub.waitFor(t, "a gone one Lease duration late", func(v compute.Output) bool { return leftAt(v, idA).Equal(expires) })
+	h.waitForTimer("a gone one Lease duration late", func(v compute.Output) bool { return leftAt(v, idA).Equal(expires) })
 }

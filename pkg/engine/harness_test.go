@@ -239,6 +239,30 @@ func (r *recordingPublisher) waitFor(t *testing.T, what string, pred func(comput
 	}
 }
 
+// waitForTimer is waitFor for a view the engine publishes when a timer of
+// its fires, with the fake clock moved on by 10 ms every 50 ms meanwhile:
+// a fake timer armed for a time the clock has already passed (the engine
+// armed it just after the test moved the clock) fires only when the clock
+// moves again, where a real one fires at once.
+func (h *harness) waitForTimer(what string, pred func(compute.Output) bool) compute.Output {
+	h.t.Helper()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				h.clk.Step(10 * time.Millisecond)
+			}
+		}
+	}()
+	return h.pub.waitFor(h.t, what, pred)
+}
+
 // newEngine completes cfg and builds the engine.
 func newEngine(cfg Config) (*Engine, error) {
 	cc, err := cfg.Complete()
