@@ -38,6 +38,9 @@ const (
 	departTimeout = 3 * time.Second
 	// leaseGCTimeout bounds one garbage collection pass.
 	leaseGCTimeout = 30 * time.Second
+	// servedRecheck is how often the served-record Lease is read again
+	// while the record stays the same: one GET a minute, no write.
+	servedRecheck = time.Minute
 )
 
 // registrar owns this server's registration Lease (format in
@@ -50,9 +53,11 @@ type registrar struct {
 	// before the renewal (peerlease.NewServedLease), so a crash leaves it
 	// behind and a renewal carries only liveness.
 	served func(context.Context) string
-	// lastServed is the record last written (or found written), touched
-	// only by the renewal loop and the departure after it.
-	lastServed string
+	// lastServed is the record last written (or found written) at
+	// servedVerified; touched only by the renewal loop and the departure
+	// after it.
+	lastServed     string
+	servedVerified time.Time
 	// listed tells whether peerdiscovery's view lists a server (its
 	// tombstone lasts), and whether this filter knows the view at all.
 	listed func(serverID string) (listed, known bool)
@@ -174,17 +179,13 @@ func (r *registrar) renew(ctx context.Context) {
 	}
 }
 
-// depart records the departure time in the Lease instead of deleting it:
-// a deleted Lease tells a replica that starts later nothing, and each
-// replica would date the departure by its own clock. What the server
-// served is in the Lease already (every renewal records it); the latest
-// list goes with the departure too. Collection deletes the Lease once its
-// tombstone ended.
 // recordServed writes the served-record Lease when served differs from
-// what was last written ("": not known yet, nothing to write). A failure is
+// what was last written ("": not known yet, nothing to write), and reads
+// it again every servedRecheck: one deleted or changed by someone else (an
+// admin, a collection racing a restart) is written again. A failure is
 // tried again at the next renewal.
 func (r *registrar) recordServed(ctx context.Context, served string) {
-	if served == "" || served == r.lastServed {
+	if served == "" || (served == r.lastServed && r.clock.Since(r.servedVerified) < servedRecheck) {
 		return
 	}
 	existing, err := r.leases.Get(ctx, peerlease.ServedLeaseName(r.serverID), metav1.GetOptions{})
@@ -202,9 +203,14 @@ func (r *registrar) recordServed(ctx context.Context, served string) {
 		}
 		return
 	}
-	r.lastServed = served
+	r.lastServed, r.servedVerified = served, r.clock.Now()
 }
 
+// depart records the departure time in the Lease instead of deleting it:
+// a deleted Lease tells a replica that starts later nothing, and each
+// replica would date the departure by its own clock. What the server
+// served is in its served-record Lease, brought up to date first.
+// Collection deletes both Leases once its tombstone ended.
 func (r *registrar) depart(ctx context.Context) error {
 	if !r.departed.CompareAndSwap(false, true) {
 		return nil // recorded already (the pre-shutdown hook, then the end of the loop)
@@ -287,6 +293,11 @@ func (r *registrar) collect(ctx context.Context) (int, error) {
 			continue
 		}
 		n, err := r.deleteLease(ctx, l)
+		if n == 0 && l.Spec.HolderIdentity != nil {
+			// Renewed meanwhile (or gone already): its record stays
+			// this pass.
+			registered[*l.Spec.HolderIdentity] = true
+		}
 		if deleted += n; err != nil {
 			return deleted, err
 		}

@@ -78,7 +78,9 @@ func TestRegistrationLeaseCollection(t *testing.T) {
 	}
 	all := []runtime.Object{departedOld, departedListed, departedUnlisted, departedSkewed, lapsedOld, lapsedUnlisted, lapsedRecent, live, renewedMeanwhile, foreign,
 		servedAt("departed-2h", regNow.Add(-3*hour), "22"), servedAt("live", regNow.Add(-3*hour), "23"),
-		servedAt("orphan-young", regNow.Add(-time.Minute), "24"), servedAt("orphan-old", regNow.Add(-2*hour), "25")}
+		servedAt("orphan-young", regNow.Add(-time.Minute), "24"), servedAt("orphan-old", regNow.Add(-2*hour), "25"),
+		// Its server renews between the list and the delete: both stay.
+		servedAt("renewed-meanwhile", regNow.Add(-3*hour), "26")}
 	// The view lists the live server and one that departed 30 minutes ago
 	// (a tombstone longer than the default).
 	listed := func(id string) (bool, bool) { return id == "live" || id == "departed-30m-listed", true }
@@ -134,7 +136,7 @@ func TestRegistrationLeaseCollection(t *testing.T) {
 
 	t.Run("view known", func(t *testing.T) {
 		left, tried, n := collect(t, listed)
-		if want := []string{"departed-30m-listed", "kube-scheduler", "lapsed-5m", "live", "peerdiscovery.served-live", "peerdiscovery.served-orphan-young", "renewed-meanwhile"}; !slices.Equal(left, want) {
+		if want := []string{"departed-30m-listed", "kube-scheduler", "lapsed-5m", "live", "peerdiscovery.served-live", "peerdiscovery.served-orphan-young", "peerdiscovery.served-renewed-meanwhile", "renewed-meanwhile"}; !slices.Equal(left, want) {
 			t.Errorf("leases after collection: %v, want %v", left, want)
 		}
 		if n != 7 {
@@ -146,7 +148,7 @@ func TestRegistrationLeaseCollection(t *testing.T) {
 	})
 	t.Run("view unknown: only the maximum retention", func(t *testing.T) {
 		left, _, n := collect(t, func(string) (bool, bool) { return false, false })
-		want := []string{"departed-30m", "departed-30m-listed", "kube-scheduler", "lapsed-20m", "lapsed-5m", "live", "peerdiscovery.served-live", "peerdiscovery.served-orphan-young", "renewed-meanwhile"}
+		want := []string{"departed-30m", "departed-30m-listed", "kube-scheduler", "lapsed-20m", "lapsed-5m", "live", "peerdiscovery.served-live", "peerdiscovery.served-orphan-young", "peerdiscovery.served-renewed-meanwhile", "renewed-meanwhile"}
 		if !slices.Equal(left, want) || n != 5 {
 			t.Errorf("leases after collection: %v (%d deleted), want %v", left, n, want)
 		}

@@ -207,6 +207,35 @@ func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 	checkRenewalCarriesNoRecord(t, cs)
 }
 
+// A served-record Lease deleted by someone else (an admin) is written
+// again within servedRecheck, by a GET a minute while nothing changes.
+func TestRegistrationRewritesADeletedServedRecord(t *testing.T) {
+	cs := fake.NewClientset()
+	r := newTestRegistrar(cs, localServing().ServedRecord)
+	ctx := context.Background()
+	r.renew(ctx)
+	if err := cs.CoordinationV1().Leases(peerlease.Namespace).Delete(ctx, peerlease.ServedLeaseName(regID), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cs.ClearActions()
+	r.renew(ctx)
+	if v := verbs(cs); !slices.Equal(v, []string{"update"}) {
+		t.Errorf("a renewal within the recheck: %v, want the renewal only", v)
+	}
+	r.clock.(*clocktesting.FakeClock).Step(servedRecheck)
+	r.renew(ctx)
+	if served, _ := getServed(t, cs); !reflect.DeepEqual(served, servingWant) {
+		t.Errorf("after the recheck: %v, want %v", served, servingWant)
+	}
+	// Unchanged and present: the recheck reads, and writes nothing.
+	r.clock.(*clocktesting.FakeClock).Step(servedRecheck)
+	cs.ClearActions()
+	r.renew(ctx)
+	if v := verbs(cs); !slices.Equal(v, []string{"get", "update"}) {
+		t.Errorf("a recheck with the record in place: %v, want a read and the renewal", v)
+	}
+}
+
 // A registration Lease that still carries its record (written by a filter
 // from before the served-record Lease) loses it at the first renewal,
 // once the served-record Lease holds it; a restart whose record is not
