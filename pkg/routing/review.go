@@ -193,8 +193,9 @@ const MergedDocumentReason = "the cluster's discovery document, merged from the 
 
 // reviewDocument is Review for a root or group discovery document.
 func reviewDocument(s *Snapshot, doc string, now time.Time) v1alpha1.RouteReviewStatus {
+	root := strings.HasPrefix(doc, "/")
 	var res GroupVersionResult
-	if root := strings.HasPrefix(doc, "/"); root {
+	if root {
 		res = DecideRoot(s, doc == "/api", now)
 	} else {
 		res = DecideGroup(s, doc, now)
@@ -203,7 +204,7 @@ func reviewDocument(s *Snapshot, doc string, now time.Time) v1alpha1.RouteReview
 	switch {
 	case res.Decision == v1alpha1.RouteUnavailable:
 		status.Group, status.Version = res.GroupVersion.Group, res.GroupVersion.Version
-	case strings.HasPrefix(doc, "/") && s.Table != nil:
+	case root && s.Table != nil:
 		status.Reason = MergedDocumentReason
 	default:
 		status.Reason = "the discovery document " + doc + ": this server's own chain answers (or the merged view, where it lists the group)"
