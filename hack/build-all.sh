@@ -62,10 +62,11 @@ build_conformance() {
   stage::build "e2e.test ${newest}" "$(e2e_test_bin "${newest}")" "${REPO_ROOT}/hack/build-e2e-test.sh"
 }
 
-# The node components of the node-based plane (and kube-scheduler's image).
+# The node components of the node-based plane (and kube-scheduler's image),
+# and kubeadm (test/kubeadm renders the docs' configuration with it).
 build_node() {
   local c
-  for c in kubelet kube-scheduler kube-proxy; do
+  for c in kubelet kube-scheduler kube-proxy kubeadm; do
     KUBE_NODE_COMPONENTS="${c}" stage::build "${c} ${KUBE_NODE_VERSION}" "${BIN_DIR}/${c}-${KUBE_NODE_VERSION}/${c}" \
       "${REPO_ROOT}/hack/build-kube-node.sh" "${KUBE_NODE_VERSION}"
   done

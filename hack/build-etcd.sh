@@ -30,7 +30,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/golang.sh"
 build_etcd() {
   local bin wrapper start
   bin="$(etcd_bin)"
-  if [[ -x "${bin}" ]]; then
+  # Static, as etcd's releases are built: it also runs from an image
+  # without a C library (hack/build-kubeadm-images.sh). An older
+  # dynamically linked build is built again.
+  if [[ -x "${bin}" ]] && go version -m "${bin}" | grep -q 'CGO_ENABLED=0'; then
     log::info "etcd ${ETCD_VERSION}: up to date (${bin})"
     return 0
   fi
@@ -53,7 +56,7 @@ EOF
     # package (the module root, package main).
     go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
     log::info "etcd ${ETCD_VERSION}: go build"
-    go build -o "${bin}.tmp" go.etcd.io/etcd/server/v3
+    CGO_ENABLED=0 go build -o "${bin}.tmp" go.etcd.io/etcd/server/v3
   )
   install_binary "${bin}.tmp" "${bin}"
   log::info "etcd ${ETCD_VERSION}: built ${bin} in $(elapsed_since "${start}")"

@@ -21,8 +21,12 @@
 # shellcheck source-path=SCRIPTDIR source=lib/common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
+needs=(containerd:containerd runc:runc ctr:containerd iptables-restore:iptables openssl:openssl nsenter:util-linux)
+# --kubeadm: what the kubeadm plane needs besides (kubeadm's preflight
+# wants conntrack; haproxy is its control-plane endpoint).
+[[ "${1:-}" == --kubeadm ]] && needs+=(conntrack:conntrack haproxy:haproxy)
 missing=()
-for need in containerd:containerd runc:runc ctr:containerd iptables-restore:iptables openssl:openssl nsenter:util-linux; do
+for need in "${needs[@]}"; do
   command -v "${need%%:*}" >/dev/null 2>&1 || missing+=("${need#*:}")
 done
 for plugin in bridge host-local loopback portmap; do

@@ -38,6 +38,13 @@
 # internal/localcluster's NodesSpec); it also installs the Debian packages
 # it needs with apt-get.
 #
+# With --kubeadm, kubeadm makes the plane instead, as admins do: three
+# control-plane nodes (kubeadm init, kubeadm join --control-plane, stacked
+# etcd, haproxy in front) with the filter build of v1.36.3, and
+# peerdiscovery-apiserver installed the same way; see
+# hack/kubeadm-plane.sh. It stays up until Ctrl-C, then is removed; the
+# kubeconfig is _output/kubeadm/current/kubeconfig. No other flag applies.
+#
 # cmd/local-up is built and exec'd rather than `go run`: `go run` neither
 # forwards SIGINT/SIGTERM to the program nor exits with it, so a `kill -INT`
 # sent to this script would leave the cluster running.
@@ -49,6 +56,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)"
 # before sourcing common.sh, which reads PEERDISCOVERY_OUTPUT_DIR.
 servers=""
 nodes=0
+kubeadm=0
 output_dir_arg=""
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
@@ -58,6 +66,7 @@ for ((i = 0; i < ${#args[@]}; i++)); do
   --servers=*) servers="${args[i]#*=}" ;;
   --servers) servers="${args[i + 1]:-}" ;;
   --nodes) nodes=1 ;;
+  --kubeadm) kubeadm=1 ;;
   -h | --help)
     cd "${HACK_DIR}/.." && exec go run ./cmd/local-up --help
     ;;
@@ -73,6 +82,21 @@ source "${HACK_DIR}/lib/golang.sh"
 
 [[ "$(id -u)" == "0" ]] || die "local-up needs root (ip netns add, unshare --uts)"
 require_cmd ip unshare go
+
+if ((kubeadm)); then
+  "${HACK_DIR}/install-node-deps.sh" --kubeadm
+  "${HACK_DIR}/build-kubectl.sh"
+  "${HACK_DIR}/build-images.sh" --no-kube
+  "${HACK_DIR}/build-kubeadm-images.sh" "${KUBE_NODE_VERSION}"
+  "${HACK_DIR}/kubeadm-plane.sh" up
+  trap '"${HACK_DIR}/kubeadm-plane.sh" down' EXIT
+  log::info "kubeadm plane up; Ctrl-C removes it. kubectl: export KUBECONFIG=${OUTPUT_DIR}/kubeadm/current/kubeconfig PATH=$(dirname "$(kubectl_bin)"):\${PATH}"
+  # Until Ctrl-C or SIGTERM; the trap removes the plane.
+  trap 'exit 0' INT TERM
+  sleep infinity &
+  wait $!
+  exit 0
+fi
 
 versions=()
 if [[ -n "${servers}" ]]; then

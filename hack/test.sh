@@ -90,7 +90,7 @@ stage::run "node dependencies (containerd, runc, CNI plugins, iptables)" hack/in
 lane_packages=(./test/e2e ./test/conformance ./test/controllers ./test/nodeplane ./test/upgradedrill ./test/chaos)
 # The packages that run on demand only (docs/testing.md) start no plane
 # here; their control-plane-free tests run with the unit tests.
-on_demand=(./test/e2e135 ./test/alerts ./test/bench ./test/crdchurn ./test/relist)
+on_demand=(./test/e2e135 ./test/alerts ./test/bench ./test/crdchurn ./test/relist ./test/kubeadm)
 others="$(printf '%s|' "${lane_packages[@]#./}" "${on_demand[@]#./}")"
 # -race as in the run: a package built only without it (test/scale) drops out.
 mapfile -t rest_packages < <(go list -race ./test/... | grep -v -E "^${MAIN_MODULE}/(${others%|})(/|\$)")
@@ -169,7 +169,7 @@ track() {
     stage::run "verify deploy manifests" hack/verify-manifests.sh &&
     stage::run "the node-based plane's cleanup after a crashed harness (containerd, kubelet, a Pod)" node_cleanup_test &&
     hack/verify.sh vet codegen &&
-    hack/test-unit.sh &&
+    PEERDISCOVERY_KUBEADM_REQUIRED=1 hack/test-unit.sh &&
     stage::run "scale tests: 5 peers x 5,000 GVRs" scale_tests &&
     KUBE_VERSIONS="v1.35.4" hack/verify.sh filter-builds &&
     stage::run "monitoring checks (promtool check and test rules, dashboard queries)" hack/verify-monitoring.sh

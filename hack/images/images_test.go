@@ -567,3 +567,16 @@ func checkDockerBuild(t *testing.T, gb goBuild, bi *buildinfo.BuildInfo, setting
 		}
 	}
 }
+
+// TestUpstreamSpec: kubeadm's images run as root and name the binary by
+// its file, whatever the image is called (the filter build goes under
+// another name, same command).
+func TestUpstreamSpec(t *testing.T) {
+	s, err := NewSpec(KindUpstream, "registry.example.com/kube-apiserver-peerdiscovery:v1.37.2", "/out/kube-apiserver-v1.37.2/kube-apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Path != "/usr/local/bin/kube-apiserver" || s.User != RootUser || !slices.Equal(s.Entrypoint, []string{"/usr/local/bin/kube-apiserver"}) {
+		t.Errorf("spec %+v: want /usr/local/bin/kube-apiserver as root", s)
+	}
+}

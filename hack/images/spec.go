@@ -26,10 +26,12 @@ import (
 // <imageRepository>/pause:<tag>).
 const Registry = "registry.k8s.io/peerdiscovery"
 
-// Users of the images: distroless's nonroot, and upstream pause's.
+// Users of the images: distroless's nonroot, upstream pause's, and root
+// for the images kubeadm runs as upstream does.
 const (
 	NonRootUser = "65532:65532"
 	PauseUser   = "65535:65535"
+	RootUser    = "0:0"
 )
 
 // Kind is a family of images that share their layout.
@@ -44,6 +46,11 @@ const (
 	// /usr/local/bin, as upstream's images and kubeadm's manifests
 	// (command: [kube-apiserver, ...]) expect.
 	KindKube Kind = "kube"
+	// KindUpstream is a Kubernetes component (or etcd) laid out as
+	// upstream publishes it for kubeadm: the binary on PATH in
+	// /usr/local/bin, run as root, since kubeadm's manifests set no user
+	// and mount root-only files (its rootless mode is a feature gate).
+	KindUpstream Kind = "upstream"
 	// KindPause is the Pods' sandbox image.
 	KindPause Kind = "pause"
 )
@@ -80,10 +87,14 @@ func NewSpec(k Kind, ref, binary string) (Spec, error) {
 		s.ExposedPorts = []string{"6443/tcp"}
 	case KindKube:
 		s.Path = "/usr/local/bin/" + path.Base(name)
+	case KindUpstream:
+		// Named by the binary: the filter build of kube-apiserver goes
+		// under another image name (docs/operations.md), same command.
+		s.Path, s.User, s.WorkingDir = "/usr/local/bin/"+path.Base(binary), RootUser, "/"
 	case KindPause:
 		s.Path, s.User, s.WorkingDir = "/pause", PauseUser, "/"
 	default:
-		return Spec{}, fmt.Errorf("unknown image kind %q (want %s, %s or %s)", k, KindExtension, KindKube, KindPause)
+		return Spec{}, fmt.Errorf("unknown image kind %q (want %s, %s, %s or %s)", k, KindExtension, KindKube, KindUpstream, KindPause)
 	}
 	s.Entrypoint = []string{s.Path}
 	_ = tag

@@ -85,24 +85,11 @@ func TestUpgradeDrill(t *testing.T) {
 	}
 }
 
-// check holds this project's drill to the bar.
+// check holds this project's drill to the bar: Violations, and the
+// steps' graceful stops and leave convergence.
 func check(t *testing.T, res *Result) {
-	_, total := Summarize(res)
-	if total.Ops < plan.Rate*int(plan.Warmup.Seconds()) {
-		t.Errorf("only %d operations: the workload did not run", total.Ops)
-	}
-	if total.NotFound != 0 {
-		t.Errorf("%d false 404s", total.NotFound)
-	}
-	if total.Failed != 0 {
-		t.Errorf("%d operations failed after client-go's retries", total.Failed)
-	}
-	if total.NotFound+total.Failed != 0 {
-		for _, s := range res.Samples {
-			if s.Code != 200 {
-				t.Logf("  at %s on kube-apiserver-%d: %s %s: %d %s", secs(s.At), s.Server, s.Verb, s.Kind, s.Code, s.Err)
-			}
-		}
+	for _, v := range Violations(res, plan, 6) {
+		t.Error(v)
 	}
 	for _, st := range res.Steps {
 		// A graceful stop takes the shutdown delay and a few seconds; a
@@ -113,20 +100,6 @@ func check(t *testing.T, res *Result) {
 	}
 	if last := res.Steps[len(res.Steps)-1]; last.Convergence.Leave == nil {
 		t.Errorf("%s: no server proxied to it before its SIGTERM: leave convergence not measured", last.Step)
-	}
-	if !res.Writes.OK() {
-		t.Errorf("writes: %s", res.Writes)
-	}
-	if e, n := res.InformersEqual(); e != n || n != 6 {
-		t.Errorf("informers equal to the final quorum list: %d of %d (want 6 of 6): %+v", e, n, res.Informers)
-	}
-	if len(res.Namespaces) == 0 {
-		t.Errorf("no namespace was deleted")
-	}
-	for _, n := range res.Namespaces {
-		if !n.Gone || len(n.Left) > 0 || n.Err != "" {
-			t.Errorf("namespace %s (deleted at %s): gone %v, left behind %v %s", n.Name, secs(n.Deleted), n.Gone, n.Left, n.Err)
-		}
 	}
 }
 

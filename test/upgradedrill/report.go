@@ -131,3 +131,44 @@ func Markdown(results ...*Result) string {
 	}
 	return b.String()
 }
+
+// Violations are where res misses the drill's bar for its clients: too
+// few operations (the workload did not run), false 404s, operations
+// failed after client-go's retries (each listed), writes lost or applied
+// twice, informers (informers of them) not equal to the final list, and
+// deleted namespaces not gone or that left objects behind.
+func Violations(res *Result, plan Plan, informers int) []string {
+	var v []string
+	_, total := Summarize(res)
+	if total.Ops < plan.Rate*int(plan.Warmup.Seconds()) {
+		v = append(v, fmt.Sprintf("only %d operations: the workload did not run", total.Ops))
+	}
+	if total.NotFound != 0 {
+		v = append(v, fmt.Sprintf("%d false 404s", total.NotFound))
+	}
+	if total.Failed != 0 {
+		v = append(v, fmt.Sprintf("%d operations failed after client-go's retries", total.Failed))
+	}
+	if total.NotFound+total.Failed != 0 {
+		for _, s := range res.Samples {
+			if s.Code != 200 {
+				v = append(v, fmt.Sprintf("  at %s on kube-apiserver-%d: %s %s: %d %s", secs(s.At), s.Server, s.Verb, s.Kind, s.Code, s.Err))
+			}
+		}
+	}
+	if !res.Writes.OK() {
+		v = append(v, fmt.Sprintf("writes: %s", res.Writes))
+	}
+	if e, n := res.InformersEqual(); e != n || n != informers {
+		v = append(v, fmt.Sprintf("informers equal to the final quorum list: %d of %d (want %d of %d): %+v", e, n, informers, informers, res.Informers))
+	}
+	if len(res.Namespaces) == 0 {
+		v = append(v, "no namespace was deleted")
+	}
+	for _, n := range res.Namespaces {
+		if !n.Gone || len(n.Left) > 0 || n.Err != "" {
+			v = append(v, fmt.Sprintf("namespace %s (deleted at %s): gone %v, left behind %v %s", n.Name, secs(n.Deleted), n.Gone, n.Left, n.Err))
+		}
+	}
+	return v
+}
