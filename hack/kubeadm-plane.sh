@@ -303,6 +303,7 @@ cmd_up() {
   sed "s#server: https://.*#server: https://$(kp::host_ip):6443#" \
     "$(kp::node_dir 0)/etc/kubernetes/admin.conf" >"${KP_RUN}/kubeconfig"
   chmod 0600 "${KP_RUN}/kubeconfig"
+  export KUBECONFIG="${KP_RUN}/kubeconfig"
   for ((i = 1; i < KUBEADM_NODES; i++)); do
     kp::write_kubeadm_config "${i}" "${version}"
     log::info "node-${i}: kubeadm join --control-plane"
@@ -313,6 +314,10 @@ cmd_up() {
     }
   done
   for ((i = 0; i < KUBEADM_NODES; i++)); do kp::kube_proxy_up "${i}" "${version}"; done
+  for ((i = 0; i < KUBEADM_NODES; i++)); do
+    kp::wait "node-${i} Ready at ${version}" 180 kp::node_at "${i}" "${version}"
+    kp::wait "node-${i}'s control-plane Pods Running" 180 kp::control_plane_running "${i}"
+  done
   if [[ "${KP_ROUTING}" == peerdiscovery ]]; then
     log::info "installing peerdiscovery-apiserver (kubectl apply -k artifacts/deploy/overlays/ha)"
     kp::install_extension
@@ -344,9 +349,9 @@ kp::apiservice_available() {
     -o jsonpath='{.status.conditions[?(@.type=="Available")].status}')" == True ]]
 }
 
-# cmd_upgrade_node I V: docs/operations.md, section 7 ("kubeadm"), on node
-# I. Each command in kp::upgrade_commands is run on the node as written
-# there.
+# cmd_upgrade_node I V: docs/operations.md, section 5, step 3 ("Roll"), on
+# node I. The commands an admin types go through kp::admin, which records
+# them for test/kubeadm's check against that section.
 cmd_upgrade_node() {
   kp::load_run
   local i="$1" version="$2" from
@@ -378,6 +383,14 @@ cmd_upgrade_node() {
   log::info "node-${i}: upgraded to ${version}"
 }
 
+# kp::control_plane_running I: the mirror Pods of node I's four static
+# Pods (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) are
+# Running.
+kp::control_plane_running() {
+  [[ "$("$(kubectl_bin)" -n kube-system get pods -l tier=control-plane --field-selector "spec.nodeName=node-$1" \
+    -o jsonpath='{range .items[?(@.status.phase=="Running")]}x{end}')" == xxxx ]]
+}
+
 kp::node_at() {
   [[ "$("$(kubectl_bin)" get node "node-$1" -o jsonpath='{.status.nodeInfo.kubeletVersion}/{.status.conditions[?(@.type=="Ready")].status}')" == "$2/True" ]]
 }
@@ -401,5 +414,5 @@ up) shift; cmd_up "$@" ;;
 down) shift; cmd_down ;;
 exec) shift; cmd_exec "$@" ;;
 upgrade-node) shift; cmd_upgrade_node "$@" ;;
-*) die "usage: hack/kubeadm-plane.sh up [--version V] | exec I CMD... | down" ;;
+*) die "usage: hack/kubeadm-plane.sh up [--version V] [--routing upstream] | upgrade-node I V | exec I CMD... | down" ;;
 esac

@@ -91,10 +91,11 @@ if ((kubeadm)); then
   "${HACK_DIR}/kubeadm-plane.sh" up
   trap '"${HACK_DIR}/kubeadm-plane.sh" down' EXIT
   log::info "kubeadm plane up; Ctrl-C removes it. kubectl: export KUBECONFIG=${OUTPUT_DIR}/kubeadm/current/kubeconfig PATH=$(dirname "$(kubectl_bin)"):\${PATH}"
-  # Until Ctrl-C or SIGTERM; the trap removes the plane.
-  trap 'exit 0' INT TERM
+  # Until Ctrl-C or SIGTERM; the EXIT trap removes the plane.
   sleep infinity &
-  wait $!
+  sleeper=$!
+  trap 'kill "${sleeper}" 2>/dev/null; exit 0' INT TERM
+  wait "${sleeper}"
   exit 0
 fi
 
