@@ -87,7 +87,9 @@ if ((kubeadm)); then
   "${HACK_DIR}/install-node-deps.sh" --kubeadm
   "${HACK_DIR}/build-kubectl.sh"
   "${HACK_DIR}/build-images.sh" --no-kube
-  "${HACK_DIR}/build-kubeadm-images.sh" "${KUBE_NODE_VERSION}"
+  # Both releases, so that hack/kubeadm-plane.sh upgrade-node can upgrade
+  # this plane (up imports every image built).
+  "${HACK_DIR}/build-kubeadm-images.sh"
   "${HACK_DIR}/kubeadm-plane.sh" up
   trap '"${HACK_DIR}/kubeadm-plane.sh" down' EXIT
   log::info "kubeadm plane up; Ctrl-C removes it. kubectl: export KUBECONFIG=${OUTPUT_DIR}/kubeadm/current/kubeconfig PATH=$(dirname "$(kubectl_bin)"):\${PATH}"
