@@ -42,6 +42,7 @@ mkdir -p "${out}" "${bins}"
 start="$(date +%s)"
 
 "${REPO_ROOT}/hack/build-etcd.sh"
+"${REPO_ROOT}/hack/build-crictl.sh"
 log::info "building pause and the image builder"
 (
   cd "${REPO_ROOT}/hack/images"

@@ -23,8 +23,9 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 
 needs=(containerd:containerd runc:runc ctr:containerd iptables-restore:iptables openssl:openssl nsenter:util-linux)
 # --kubeadm: what the kubeadm plane needs besides (kubeadm's preflight
-# wants conntrack; haproxy is its control-plane endpoint).
-[[ "${1:-}" == --kubeadm ]] && needs+=(conntrack:conntrack haproxy:haproxy)
+# wants conntrack; haproxy is its control-plane endpoint, socat its
+# runtime API's client).
+[[ "${1:-}" == --kubeadm ]] && needs+=(conntrack:conntrack haproxy:haproxy socat:socat)
 missing=()
 for need in "${needs[@]}"; do
   command -v "${need%%:*}" >/dev/null 2>&1 || missing+=("${need#*:}")

@@ -252,7 +252,7 @@ cmd_up() {
     *) die "up: unknown argument $1" ;;
     esac
   done
-  for need in haproxy conntrack containerd ctr nsenter unshare; do
+  for need in haproxy socat conntrack containerd ctr nsenter unshare; do
     command -v "${need}" >/dev/null || die "missing ${need}: run hack/install-node-deps.sh --kubeadm"
   done
   [[ -d "${OUTPUT_DIR}/images/kubeadm" ]] || die "no kubeadm images: run hack/build-kubeadm-images.sh"
@@ -273,10 +273,16 @@ cmd_up() {
   log::info "kubeadm plane ${KP_ID} (${KP_ROUTING}): ${KUBEADM_NODES} nodes on 10.254.${KUBEADM_OCTET}.0/24, kubeadm ${version}"
   kp::network_up
   kp::haproxy_up
+  kp::keep_pod_logs >/dev/null 2>&1 &
+  echo $! >"${KP_RUN}/pod-logs.pid"
   for ((i = 0; i < KUBEADM_NODES; i++)); do
     kp::node_up "${i}"
     kp::install_binary "${i}" kubeadm "${version}"
     kp::install_binary "${i}" kubelet "${version}"
+    kp::install_binary "${i}" crictl
+    # Where crictl looks after /etc/crictl.yaml: the node's containerd.
+    printf 'runtime-endpoint: %s\nimage-endpoint: %s\n' unix:///run/containerd/containerd.sock \
+      unix:///run/containerd/containerd.sock >"$(kp::node_dir "${i}")/bin/crictl.yaml"
   done
   local -a imports=()
   for ((i = 0; i < KUBEADM_NODES; i++)); do
@@ -368,6 +374,9 @@ cmd_upgrade_node() {
       /etc/kubernetes/patches/kube-apiserver0+json.yaml
   fi
   kp::write_upgrade_config "${i}" "${version}"
+  # Out of the load balancer for the node's whole roll: kubeadm restarts
+  # its etcd (a stacked kube-apiserver's requests then wait for it).
+  kp::lb_set "${i}" drain
   if ((i == 0)); then
     kp::admin "${i}" kubeadm upgrade plan --config /etc/kubernetes/kubeadm/upgrade.yaml
     kp::admin "${i}" kubeadm upgrade apply --config /etc/kubernetes/kubeadm/upgrade.yaml --yes
@@ -375,11 +384,28 @@ cmd_upgrade_node() {
     kp::admin "${i}" kubeadm upgrade node --config /etc/kubernetes/kubeadm/upgrade.yaml
   fi
   kp::admin admin kubectl drain "node-${i}" --ignore-daemonsets --delete-emptydir-data
+  # No Pod runs across a kubelet minor upgrade (drain does not stop static
+  # Pods): the new kubelet would take them for orphans and kill them with a
+  # 1 s grace. So they stop first, gracefully, kube-apiserver before the
+  # etcd it needs until it has stopped.
+  kp::admin "${i}" mkdir -p /etc/kubernetes/manifests-stopped
+  kp::admin "${i}" mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/manifests-stopped/
+  kp::admin_sh "${i}" "until out=\$(crictl ps -q --name '^kube-apiserver\$') && [ -z \"\$out\" ]; do sleep 1; done"
+  kp::admin "${i}" mv /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-controller-manager.yaml \
+    /etc/kubernetes/manifests/kube-scheduler.yaml /etc/kubernetes/manifests-stopped/
+  kp::admin_sh "${i}" "until out=\$(crictl ps -q --name '^(etcd|kube-controller-manager|kube-scheduler)\$') && [ -z \"\$out\" ]; do sleep 1; done"
   # The kubelet package, then "systemctl restart kubelet".
   kp::install_binary "${i}" kubelet "${version}"
   kp::node_restart_kubelet "${i}"
+  kp::admin "${i}" mv /etc/kubernetes/manifests-stopped/etcd.yaml /etc/kubernetes/manifests-stopped/kube-apiserver.yaml \
+    /etc/kubernetes/manifests-stopped/kube-controller-manager.yaml /etc/kubernetes/manifests-stopped/kube-scheduler.yaml \
+    /etc/kubernetes/manifests/
   kp::admin admin kubectl uncordon "node-${i}"
+  # Back in rotation once haproxy's /readyz check passes.
+  kp::lb_set "${i}" ready
   kp::wait "node-${i} Ready at ${version}" 180 kp::node_at "${i}" "${version}"
+  kp::wait "node-${i}'s control-plane Pods Running" 180 kp::control_plane_running "${i}"
+  kp::wait "node-${i} up in the load balancer" 180 kp::lb_up "${i}"
   log::info "node-${i}: upgraded to ${version}"
 }
 

@@ -67,6 +67,9 @@ KUBE_CONTROLLER_MANAGER_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 # on a node not upgraded yet.
 KUBE_NODE_VERSION="${DEFAULT_KUBE_VERSIONS%% *}"
 KUBECTL_VERSION="v1.37.2"
+# crictl (cri-tools; kubeadm's packages depend on it): the kubeadm plane's
+# runbook waits with it for static Pods to stop.
+CRICTL_VERSION="v1.37.0"
 # Prometheus (promtool checks artifacts/monitoring/ in the test command; the
 # server runs in test/alerts on demand). Prometheus 3.Y.Z is published to the
 # Go module proxy as github.com/prometheus/prometheus v0.(300+Y).Z.
@@ -78,6 +81,7 @@ PROMETHEUS_BUILD_TAGS="netgo,remove_all_sd,enable_kubernetes_sd"
 
 export REPO_ROOT OUTPUT_DIR BIN_DIR BUILD_DIR TMP_DIR MAIN_MODULE
 export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_VERSION KUBE_NODE_VERSION KUBECTL_VERSION
+export CRICTL_VERSION
 export PROMETHEUS_VERSION PROMETHEUS_BUILD_TAGS
 
 # Paths of the built binaries.
@@ -91,6 +95,8 @@ kubelet_bin() { echo "${BIN_DIR}/kubelet-${1:?version}/kubelet"; }
 kube_scheduler_bin() { echo "${BIN_DIR}/kube-scheduler-${1:?version}/kube-scheduler"; }
 kube_proxy_bin() { echo "${BIN_DIR}/kube-proxy-${1:?version}/kube-proxy"; }
 kubeadm_bin() { echo "${BIN_DIR}/kubeadm-${1:?version}/kubeadm"; }
+# crictl of CRICTL_VERSION, whatever the release (hack/build-crictl.sh).
+crictl_bin() { echo "${BIN_DIR}/crictl-${CRICTL_VERSION}/crictl"; }
 # Upstream's e2e test binary of a release (hack/build-e2e-test.sh).
 e2e_test_bin() { echo "${BIN_DIR}/e2e-test-${1:?version}/e2e.test"; }
 # promtool or prometheus of PROMETHEUS_VERSION (hack/build-prometheus.sh).

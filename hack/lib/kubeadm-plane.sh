@@ -161,6 +161,17 @@ kp::admin() {
   fi
 }
 
+# kp::admin_sh WHERE LINE: kp::admin for a shell command line (a pipe, a
+# loop), bounded by 2 minutes.
+kp::admin_sh() {
+  echo "$([[ "$1" == admin ]] && echo admin || echo "node-$1"): $2" >>"${KP_RUN}/commands.log"
+  if [[ "$1" == admin ]]; then
+    timeout 120 bash -c "$2"
+  else
+    kp::on_node "$1" timeout 120 bash -c "$2"
+  fi
+}
+
 # kp::quote ARG... prints the arguments as one types them: single quotes
 # only around those with characters the shell would take.
 kp::quote() {
@@ -309,13 +320,13 @@ kp::import_images() {
   done
 }
 
-# kp::install_binary I NAME VERSION: the node's package of kubeadm or the
-# kubelet at VERSION (replaced as a package manager does: a running
+# kp::install_binary I NAME [VERSION]: the node's package of kubeadm or the
+# kubelet at VERSION, or of crictl (replaced as a package manager does: a running
 # kubelet keeps its old file until it restarts).
 kp::install_binary() {
   local d
   d="$(kp::node_dir "$1")"
-  install -m 0755 "$("${2}_bin" "$3")" "${d}/bin/${2}.new"
+  install -m 0755 "$("${2}_bin" "${3:-}")" "${d}/bin/${2}.new"
   mv -f "${d}/bin/${2}.new" "${d}/bin/${2}"
 }
 
@@ -332,6 +343,9 @@ kp::haproxy_config() {
 # Written by hack/lib/kubeadm-plane.sh.
 global
   maxconn 4000
+  # The runtime API: the runbook drains a node here before its upgrade,
+  # and test/kubeadm's workload follows each server's state from it.
+  stats socket ${KP_RUN}/haproxy.sock mode 600 level admin
 defaults
   mode tcp
   retries 3
@@ -357,6 +371,19 @@ EOT
   done
 }
 
+# kp::lb_set I STATE: haproxy's admin state of node I (drain: no new
+# connections, ready: back in rotation once its /readyz check passes), as
+# docs/operations.md says to set it (the runbook's socket is Debian's
+# /run/haproxy/admin.sock; the run's is its own).
+kp::lb_set() {
+  kp::admin_sh admin "echo \"set server apiservers/node-$1 state $2\" | socat stdio ${KP_RUN}/haproxy.sock" >/dev/null
+}
+
+# kp::lb_up I: haproxy has node I up and in rotation.
+kp::lb_up() {
+  echo "show stat" | socat stdio "${KP_RUN}/haproxy.sock" | awk -F, -v s="node-$1" '$1 == "apiservers" && $2 == s { print $18 }' | grep -qx UP
+}
+
 # kp::haproxy_up [CA] starts haproxy, or replaces a running one (its
 # connections finish on the old process: -sf).
 kp::haproxy_up() {
@@ -367,9 +394,32 @@ kp::haproxy_up() {
   echo $! >"${KP_RUN}/haproxy.pid"
 }
 
+# kp::keep_pod_logs keeps every Pod's logs in <node>/log/pods: the
+# kubelet deletes a Pod's log folder with the Pod (an evicted replica, a
+# static Pod replaced by its upgrade), and a hard link keeps the file.
+kp::keep_pod_logs() {
+  local i src f
+  while sleep 2; do
+    for ((i = 0; i < KUBEADM_NODES; i++)); do
+      src="$(kp::node_dir "${i}")/var/log/pods"
+      [[ -d "${src}" ]] || continue
+      while read -r f; do
+        [[ -e "$(kp::node_dir "${i}")/log/pods/${f}" ]] && continue
+        mkdir -p "$(dirname "$(kp::node_dir "${i}")/log/pods/${f}")"
+        ln "${src}/${f}" "$(kp::node_dir "${i}")/log/pods/${f}" 2>/dev/null || true
+      done < <(cd "${src}" && find . -type f -name '*.log*' -printf '%P\n')
+    done
+  done
+}
+
 # kp::down stops every process of the run and removes its namespaces.
 kp::down() {
   local i d h pid
+  # The cluster's Events (the extension's PeerReady/PeerNotReady among
+  # them), while it still answers.
+  "$(kubectl_bin)" --kubeconfig "${KP_RUN}/kubeconfig" --request-timeout=10s get events -A --sort-by=.lastTimestamp \
+    -o wide >"${KP_RUN}/events.txt" 2>&1 || true
+  [[ -f "${KP_RUN}/pod-logs.pid" ]] && kill "$(cat "${KP_RUN}/pod-logs.pid")" 2>/dev/null || true
   [[ -f "${KP_RUN}/haproxy.pid" ]] && kill "$(cat "${KP_RUN}/haproxy.pid")" 2>/dev/null || true
   for ((i = 0; i < KUBEADM_NODES; i++)); do
     d="$(kp::node_dir "${i}")"

@@ -266,7 +266,7 @@ func (r Result) Reason() string {
 	case whyRecorded:
 		return fmt.Sprintf("%s is not served here and no route names it yet; the registration Lease of %s records it: proxy to %s", gvr, peerIDs(r.Candidates), r.Candidates[0].ID)
 	case whyVouched:
-		return fmt.Sprintf("%s is not served here and no server the view routes it to is ready; the registration Lease of %s records it (renewed after the view, which cannot be read now, last saw it not ready): proxy to %s", gvr, peerIDs(r.Candidates), r.Candidates[0].ID)
+		return fmt.Sprintf("%s is not served here and no server the view routes it to is ready; the registration Lease of %s records it (renewed after the view, which cannot be read now or judged its Lease lapsed, last saw it not ready): proxy to %s", gvr, peerIDs(r.Candidates), r.Candidates[0].ID)
 	case whyUnsynced:
 		return fmt.Sprintf("%s is not served by this kube-apiserver, and its peer routing state is not synced yet", r.GVR.GroupResource().String())
 	case whyUnsyncedChain:

@@ -424,6 +424,15 @@ func TestDecideByLease(t *testing.T) {
 	}
 	route := rt(g, withPeers(notReady("b")))
 	routed := NewTable([]*v1alpha1.PeerRoutingTable{route}, []*v1alpha1.APIServerPeer{notReadySince("b")})
+	// The view judged b gone: its Lease lapsed in the view's cache, or it
+	// shut down.
+	leftBy := func(reason string) *Table {
+		p := notReadySince("b")
+		p.Status.LeftTime = &p.Status.Conditions[0].LastTransitionTime
+		p.Status.Conditions[0].Reason = reason
+		return NewTable([]*v1alpha1.PeerRoutingTable{route}, []*v1alpha1.APIServerPeer{p})
+	}
+	lapsed, shutDown := leftBy(v1alpha1.PeerReasonLeft), leftBy(v1alpha1.PeerReasonShutDown)
 	routedReady := newTable(rt(g, withPeers(ready("c"))))
 	departed := record("b", testNow, g)
 	departed.Departed, departed.DepartedAt = true, testNow.Add(-time.Second)
@@ -446,6 +455,13 @@ func TestDecideByLease(t *testing.T) {
 		// A live view re-reads it every second: it cannot read it (a
 		// partition, CPU starvation), and neither, likely, can this server.
 		{"not ready in a live view, renewed since", Snapshot{Table: routed, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
+		// The view's Lease watch was stuck (on a kube-apiserver that
+		// restarted) while b renewed: this server's Lease is newer.
+		{"lapsed in a live view, renewed since", Snapshot{Table: lapsed, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteProxy, whyVouched, []string{"b"}, false},
+		{"lapsed in a live view, not renewed since", Snapshot{Table: lapsed, Records: Records{"b": record("b", since.Add(-time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
+		// A restart under the same identity: the view reads it again when
+		// it rejoins.
+		{"shut down in a live view, renewed since", Snapshot{Table: shutDown, Records: Records{"b": record("b", since.Add(time.Second), g)}}, v1alpha1.RouteUnavailable, whyNoneReady, nil, false},
 		{"ready in the view first, then vouched", Snapshot{Table: routedReady, Records: Records{"d": record("d", testNow, g)}}, v1alpha1.RouteProxy, whyProxy, []string{"c", "d"}, false},
 		{"unsynced, recorded", Snapshot{Records: Records{"b": record("b", testNow, g)}, SyncGraceUntil: testNow.Add(time.Second)}, v1alpha1.RouteProxy, whyRecorded, []string{"b"}, false},
 		{"unsynced, in the grace", Snapshot{SyncGraceUntil: testNow.Add(time.Second)}, v1alpha1.RouteUnavailable, whyUnsynced, nil, true},

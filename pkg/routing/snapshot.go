@@ -174,13 +174,17 @@ func viewReady(p Peer) bool { return p.Ready && !p.Left }
 
 // vouched tells whether server id's registration Lease, live at now and
 // recording gvr, makes it a candidate: the view has no APIServerPeer for
-// it, or says it is ready, or the view is stale and saw it stop being
-// ready before the Lease's last renewal (every extension replica down
-// while it came back from a freeze, say). A live view re-reads a server
-// that is not ready every second, so its judgment stands: a server it
-// cannot read (partitioned from it, CPU-starved) is not tried from the
-// Lease alone. A server that froze stops renewing, so a stale view that
-// saw the freeze is never overruled by the renewals from before it.
+// it, or says it is ready, or saw it stop being ready before the Lease's
+// last renewal while the view is stale (every extension replica down
+// while it came back from a freeze, say) or its verdict was that the
+// Lease lapsed (the view's own Lease watch may have been stuck, on a
+// kube-apiserver that restarted: this server's renewal is the newer
+// word). A live view re-reads a server that is not ready every second,
+// so its judgment of a read stands: a server it cannot read (partitioned
+// from it, CPU-starved) is not tried from the Lease alone. A server that
+// froze stops renewing, so a view that saw the freeze is never overruled
+// by the renewals from before it; one that shut down is left to the
+// view, which reads it again when it rejoins.
 func (s *Snapshot) vouched(id string, gvr schema.GroupVersionResource, now time.Time) (Peer, bool) {
 	r, ok := s.Records[id]
 	if !ok || !r.Live(now) || !r.Served.Serves(gvr) {
@@ -193,7 +197,7 @@ func (s *Snapshot) vouched(id string, gvr schema.GroupVersionResource, now time.
 		return out, true
 	case viewReady(p):
 		return p, true
-	case s.ViewStale && !p.NotReadySince.IsZero() && p.NotReadySince.Before(r.RenewTime):
+	case (s.ViewStale || (p.Left && !p.ShutDown)) && !p.NotReadySince.IsZero() && p.NotReadySince.Before(r.RenewTime):
 		out.Endpoint = p.Endpoint
 		if r.Endpoint != "" {
 			out.Endpoint = r.Endpoint

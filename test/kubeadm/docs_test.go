@@ -32,6 +32,8 @@ var runValues = []struct {
 	{regexp.MustCompile(`certificateKey: [0-9a-f]{64}`), "certificateKey: <kubeadm certs certificate-key>"},
 	{regexp.MustCompile(`- sha256:[0-9a-f]{64}`), "- sha256:<hash of /etc/kubernetes/pki/ca.crt>"},
 	{regexp.MustCompile(`deploy-certs\.sh --dir \S+`), "deploy-certs.sh"},
+	// The run's haproxy socket; the runbook names Debian's.
+	{regexp.MustCompile(`socat stdio \S+`), "socat stdio /run/haproxy/admin.sock"},
 }
 
 func operationsDoc(t *testing.T) string {

@@ -16,8 +16,11 @@ package kubeadm
 
 import (
 	"context"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -30,25 +33,22 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"sigs.k8s.io/peerdiscovery/test/upgradedrill"
 	"sigs.k8s.io/peerdiscovery/test/workload"
 )
 
-// Health checks of the load balancer the workload models (the plane's
-// haproxy checks the same way): /readyz every checkEvery, out of rotation
-// after checkFall failures in a row, back after one success.
-const (
-	checkEvery = 500 * time.Millisecond
-	checkFall  = 2
-)
+// followEvery is how often the workload reads the plane's load balancer
+// (haproxy checks /readyz every 500 ms, out after 2 failures).
+const followEvery = 100 * time.Millisecond
 
 // TestUpgradeUnderLoad rolls the plane from v1.36.3 to v1.37.2 node by
 // node with kubeadm (hack/kubeadm-plane.sh upgrade-node: upgrade apply on
 // node-0, upgrade node on the others, each with the kubelet's upgrade and
-// restart) while the upgrade drill's workload runs through every server:
+// restart, the node out of haproxy's rotation meanwhile) while the
+// upgrade drill's workload runs through every server haproxy has in
+// rotation:
 // no false 404, nothing failed after client-go's retries, no write lost
 // or applied twice, informers equal to the final list, deleted namespaces
 // gone with their objects.
@@ -100,17 +100,19 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		rotation   []string
 		inRotation [nodes]atomic.Bool
 	)
-	for i, cfg := range configs {
+	for i := range configs {
 		inRotation[i].Store(true)
-		go healthCheck(hctx, cfg, func(in bool) {
-			if inRotation[i].Swap(in) != in {
-				rotationMu.Lock()
-				rotation = append(rotation, fmt.Sprintf("%.1fs: node-%d %s", w.Since().Seconds(), i, map[bool]string{true: "back in rotation", false: "out of rotation"}[in]))
-				rotationMu.Unlock()
-			}
-			w.SetInRotation(i, in)
-		})
 	}
+	// The workload sends to a server only while the plane's haproxy would
+	// (its /readyz check, and the runbook's drain before a node's roll).
+	go followLoadBalancer(hctx, t, filepath.Join(planeDir, "haproxy.sock"), func(i int, in bool) {
+		if inRotation[i].Swap(in) != in {
+			rotationMu.Lock()
+			rotation = append(rotation, fmt.Sprintf("%.1fs: node-%d %s", w.Since().Seconds(), i, map[bool]string{true: "back in rotation", false: "out of rotation"}[in]))
+			rotationMu.Unlock()
+		}
+		w.SetInRotation(i, in)
+	})
 	wctx, stopWorkload := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(wctx) }()
@@ -189,27 +191,60 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	checkDocsHaveCommands(t)
 }
 
-// healthCheck calls set(false) after checkFall failed /readyz in a row and
-// set(true) after one that succeeds, until ctx ends.
-func healthCheck(ctx context.Context, cfg *rest.Config, set func(bool)) {
-	c := *cfg
-	c.Timeout = checkEvery
-	rc := kubernetes.NewForConfigOrDie(&c).RESTClient()
-	failed := 0
+// followLoadBalancer calls set(i, in) every followEvery with whether
+// haproxy sends new connections to node-i (status UP: its check passes
+// and it is not drained), until ctx ends. A runtime API that does not
+// answer fails the test.
+func followLoadBalancer(ctx context.Context, t *testing.T, socket string, set func(int, bool)) {
 	for ctx.Err() == nil {
-		if _, err := rc.Get().AbsPath("/readyz").DoRaw(ctx); err != nil {
-			if failed++; failed == checkFall {
-				set(false)
-			}
-		} else {
-			failed = 0
-			set(true)
+		up, err := loadBalancerUp(socket)
+		if err != nil {
+			t.Errorf("haproxy's runtime API: %v", err)
+			return
+		}
+		for i := range nodes {
+			set(i, up[fmt.Sprintf("node-%d", i)])
 		}
 		select {
 		case <-ctx.Done():
-		case <-time.After(checkEvery):
+		case <-time.After(followEvery):
 		}
 	}
+}
+
+// loadBalancerUp is, per server of haproxy's apiservers backend, whether
+// its status is UP ("show stat" on the runtime API).
+func loadBalancerUp(socket string) (map[string]bool, error) {
+	c, err := net.DialTimeout("unix", socket, time.Second)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		return nil, err
+	}
+	if _, err := io.WriteString(c, "show stat\n"); err != nil {
+		return nil, err
+	}
+	r := csv.NewReader(c)
+	r.FieldsPerRecord = -1
+	rows, err := r.ReadAll()
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == 0 || len(rows[0]) < 18 || rows[0][0] != "# pxname" || rows[0][17] != "status" {
+		return nil, fmt.Errorf("show stat: unexpected header %q", rows)
+	}
+	up := map[string]bool{}
+	for _, row := range rows[1:] {
+		if len(row) > 17 && row[0] == "apiservers" && strings.HasPrefix(row[1], "node-") {
+			up[row[1]] = strings.HasPrefix(row[17], "UP") // "UP 1/2": going down, still sent to
+		}
+	}
+	if len(up) != nodes {
+		return nil, fmt.Errorf("show stat: %d nodes in backend apiservers, want %d", len(up), nodes)
+	}
+	return up, nil
 }
 
 // report logs each phase's counts.
