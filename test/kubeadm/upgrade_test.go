@@ -48,10 +48,9 @@ const followEvery = 100 * time.Millisecond
 // node-0, upgrade node on the others, each with the kubelet's upgrade and
 // restart, the node out of haproxy's rotation meanwhile) while the
 // upgrade drill's workload runs through every server haproxy has in
-// rotation:
-// no false 404, nothing failed after client-go's retries, no write lost
-// or applied twice, informers equal to the final list, deleted namespaces
-// gone with their objects.
+// rotation: no false 404, nothing failed after client-go's retries, no
+// write lost or applied twice, informers equal to the final list, deleted
+// namespaces gone with their objects.
 func TestUpgradeUnderLoad(t *testing.T) {
 	needPlane(t)
 	if !upgrade {
