@@ -11,6 +11,7 @@
 # distributed under the License is distributed on an "AS IS" BASIS,
 # WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 # See the License for the specific language governing permissions and
+# limitations under the License.
 
 # Builds crictl ${CRICTL_VERSION} (sigs.k8s.io/cri-tools, from the Go module
 # proxy) into
