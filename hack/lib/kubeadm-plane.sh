@@ -396,17 +396,19 @@ kp::haproxy_up() {
 
 # kp::keep_pod_logs keeps every Pod's logs in <node>/log/pods: the
 # kubelet deletes a Pod's log folder with the Pod (an evicted replica, a
-# static Pod replaced by its upgrade), and a hard link keeps the file.
+# static Pod replaced by its upgrade), and a hard link keeps the file. A
+# rotated log keeps its own link under its new name (0.log.<time>).
 kp::keep_pod_logs() {
-  local i src f
+  local i src kept f
   while sleep 2; do
     for ((i = 0; i < KUBEADM_NODES; i++)); do
       src="$(kp::node_dir "${i}")/var/log/pods"
+      kept="$(kp::node_dir "${i}")/log/pods"
       [[ -d "${src}" ]] || continue
       while read -r f; do
-        [[ -e "$(kp::node_dir "${i}")/log/pods/${f}" ]] && continue
-        mkdir -p "$(dirname "$(kp::node_dir "${i}")/log/pods/${f}")"
-        ln "${src}/${f}" "$(kp::node_dir "${i}")/log/pods/${f}" 2>/dev/null || true
+        [[ "${kept}/${f}" -ef "${src}/${f}" ]] && continue
+        mkdir -p "$(dirname "${kept}/${f}")"
+        ln -f "${src}/${f}" "${kept}/${f}" 2>/dev/null || true
       done < <(cd "${src}" && find . -type f -name '*.log*' -printf '%P\n')
     done
   done
