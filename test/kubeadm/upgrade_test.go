@@ -91,8 +91,12 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	if err := inf.Start(ctx, workload.Deployments, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	hctx, stopChecks := context.WithCancel(ctx)
-	defer stopChecks()
+	hctx, cancelFollow := context.WithCancel(ctx)
+	followed := make(chan struct{})
+	// stopChecks returns once the follower has stopped: nothing of it
+	// runs after the test.
+	stopChecks := func() { cancelFollow(); <-followed }
+	defer cancelFollow()
 	// When each server left and rejoined the rotation, logged at the end.
 	var (
 		rotationMu sync.Mutex
@@ -104,7 +108,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	}
 	// The workload sends to a server only while the plane's haproxy would
 	// (its /readyz check, and the runbook's drain before a node's roll).
-	go followLoadBalancer(hctx, t, filepath.Join(planeDir, "haproxy.sock"), func(i int, in bool) {
+	go followLoadBalancer(hctx, t, followed, filepath.Join(planeDir, "haproxy.sock"), func(i int, in bool) {
 		if inRotation[i].Swap(in) != in {
 			rotationMu.Lock()
 			rotation = append(rotation, fmt.Sprintf("%.1fs: node-%d %s", w.Since().Seconds(), i, map[bool]string{true: "back in rotation", false: "out of rotation"}[in]))
@@ -192,13 +196,16 @@ func TestUpgradeUnderLoad(t *testing.T) {
 
 // followLoadBalancer calls set(i, in) every followEvery with whether
 // haproxy sends new connections to node-i (status UP: its check passes
-// and it is not drained), until ctx ends. A runtime API that does not
-// answer fails the test.
-func followLoadBalancer(ctx context.Context, t *testing.T, socket string, set func(int, bool)) {
+// and it is not drained), until ctx ends; then it closes done. A runtime
+// API that does not answer while followed fails the test.
+func followLoadBalancer(ctx context.Context, t *testing.T, done chan<- struct{}, socket string, set func(int, bool)) {
+	defer close(done)
 	for ctx.Err() == nil {
 		up, err := loadBalancerUp(socket)
 		if err != nil {
-			t.Errorf("haproxy's runtime API: %v", err)
+			if ctx.Err() == nil {
+				t.Errorf("haproxy's runtime API: %v", err)
+			}
 			return
 		}
 		for i := range nodes {
