@@ -38,10 +38,11 @@
 //     with or without Retry-After, 502, 504) and the audit annotations.
 //   - package metrics: metrics (upstream's names kept).
 //
-// A proxied request: the handler reads the views' current snapshot (one
+// A proxied request: the handler loads the views' current snapshot (one
 // pointer), routing.Decide picks the candidates, and proxy.Serve tries
-// them, reading the snapshot again before each attempt (a candidate that
-// stopped since the decision is skipped). A discovery request goes to
+// them, loading the snapshot again before each attempt and asking
+// routing.StillCandidate when it is a newer one, or the attempt is not the
+// first (a candidate that stopped since the decision is skipped). A discovery request goes to
 // discovery.Server.Serve, which reads the same views.
 //
 // It must compile against the k8s.io libraries of every release the
@@ -111,6 +112,9 @@ type Filter struct {
 	// SyncGracePeriod) is kept there.
 	views     *views.Views
 	discovery *discovery.Server
+	// snapshot is where the views publish the routing snapshot: the
+	// handler and the proxy load it (one pointer) on each request.
+	snapshot *atomic.Pointer[routing.Snapshot]
 
 	started atomic.Bool
 	// registrar keeps the registration Lease; set by the post-start hook.
@@ -160,6 +164,7 @@ func New(opts Options) (*Filter, error) {
 	metrics.Register()
 	f := &Filter{opts: opts, clock: clock.RealClock{}}
 	f.views = views.New(views.Config{Now: f.now, OnPeerStopped: f.peerStopped})
+	f.snapshot = f.views.Published()
 	if !opts.Enabled() {
 		metrics.SetEnabled(false)
 		// No context reaches New: the process's logger.
@@ -175,7 +180,7 @@ func New(opts Options) (*Filter, error) {
 	f.proxy, err = proxy.New(proxy.Config{
 		CAFile: opts.PeerCAFile, ClientCertFile: opts.ProxyClientCertFile, ClientKeyFile: opts.ProxyClientKeyFile,
 		ServerName: opts.PeerServerName, HeaderTimeout: opts.PeerResponseHeaderTimeout, HTTP2: *opts.PeerHTTP2,
-		Snapshot: f.views.Snapshot, Clock: f.clock,
+		Snapshot: f.snapshot, Clock: f.clock,
 	})
 	if err != nil {
 		return nil, err
@@ -326,13 +331,14 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		GVR:               schema.GroupVersionResource{Group: info.APIGroup, Version: info.APIVersion, Resource: info.Resource},
 		AlreadyProxied:    r.Header.Get(PeerProxiedHeader) == "true",
 	}
-	res := routing.Decide(f.views.Snapshot(), req, f.clock.Now())
+	snap := f.snapshot.Load()
+	res := routing.Decide(snap, req, f.clock.Now())
 	switch res.Decision {
 	case v1alpha1.RouteProxy:
 		if res.ByLease {
 			audit.AddAuditAnnotation(r.Context(), AuditRouteSource, "registration-lease")
 		}
-		f.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, GVR: res.GVR, About: status.ResourceSubject(res.GVR), LongRunning: f.longRunning(r, info)})
+		f.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, GVR: res.GVR, About: status.ResourceSubject(res.GVR), LongRunning: f.longRunning(r, info), Decided: snap})
 	case v1alpha1.RouteUnavailable:
 		if res.Unsynced() {
 			// The GVR comes from the client and is known to no routing

@@ -169,9 +169,6 @@ func (s *Snapshot) GoneForGood(id string, now time.Time) bool {
 	return ok && r.goneForGood(now)
 }
 
-// viewReady tells whether the view says p is ready now.
-func viewReady(p Peer) bool { return p.Ready && !p.Left }
-
 // vouched tells whether server id's registration Lease, live at now and
 // recording gvr, makes it a candidate: the view has no APIServerPeer for
 // it, or says it is ready, or saw it stop being ready before the Lease's
@@ -205,21 +202,4 @@ func (s *Snapshot) vouched(id string, gvr schema.GroupVersionResource, now time.
 		return out, true
 	}
 	return Peer{}, false
-}
-
-// StillCandidate tells whether a candidate of an earlier decision may
-// still be tried at now: the view says it is ready, or its registration
-// Lease vouches for it (vouched) for gvr. The filter asks before each
-// attempt, so a peer that stopped since the decision is skipped.
-func (s *Snapshot) StillCandidate(p Peer, gvr schema.GroupVersionResource, now time.Time) bool {
-	if v, ok := s.Table.Peer(p.ID); ok && viewReady(v) {
-		return true
-	} else if !ok && s.Records[p.ID] == nil {
-		// Known to neither: only the decision named it (a test's
-		// candidate, a route without APIServerPeers); nothing says it
-		// stopped.
-		return true
-	}
-	_, ok := s.vouched(p.ID, gvr, now)
-	return ok
 }

@@ -14,7 +14,8 @@
 
 // Package proxy sends a request to a peer kube-apiserver. proxy.go: the
 // candidates tried in order (each checked against the filter's current
-// routing snapshot just before its attempt), failover where it is safe,
+// routing snapshot just before its attempt, unless it is the first and
+// the snapshot is still the decision's), failover where it is safe,
 // what a failure answers, the identity headers; transport.go: the
 // connection pools (peer CA, front-proxy client certificate, egress
 // selector, HTTP/2 health check) and whether an attempt reached the peer;

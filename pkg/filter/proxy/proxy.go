@@ -54,6 +54,10 @@ type Target struct {
 	// candidate is tried only while the snapshot still makes it one.
 	GVR   schema.GroupVersionResource
 	About status.Subject
+	// Decided is the snapshot the candidates were decided on (nil: not
+	// known). While it is still the current one, the first candidate is
+	// tried without asking again: the decision has just said it may be.
+	Decided *routing.Snapshot
 	// LongRunning requests (kube-apiserver's LongRunningFunc: watches,
 	// logs, exec...) use the pool without a response header timeout and
 	// stream at once.
@@ -101,17 +105,21 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	chainCacheControl := w.Header().Values("Cache-Control")
 	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
-	for _, peer := range t.Candidates {
+	for i, peer := range t.Candidates {
 		// Bound to the peer before its readiness is checked: a peer
 		// stopped after the check ends this attempt, one stopped before
 		// fails the check.
 		actx, release := p.inflight.bind(ctx, peer.ID)
-		if p.snapshot != nil && !p.snapshot().StillCandidate(peer, t.GVR, p.clock.Now()) {
-			release()
-			tried = append(tried, peer.ID)
-			continue
+		if p.snapshot != nil {
+			if snap := p.snapshot.Load(); (i > 0 || snap != t.Decided) && !snap.StillCandidate(peer, t.GVR, p.clock.Now()) {
+				release()
+				tried = append(tried, peer.ID)
+				continue
+			}
 		}
-		tw := &trackingWriter{ResponseWriter: w}
+		// The reverse proxy always writes the header; an upgrade's spliced
+		// answer may not go through WriteHeader.
+		tw := &trackingWriter{ResponseWriter: w, code: http.StatusOK}
 		var reached bool
 		if upgrade {
 			p.serveUpgrade(tw, r, peer.Endpoint, u)
@@ -129,24 +137,24 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		if tw.err == nil {
 			audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
 			annotateFailedOver(ctx, tried)
-			metrics.Proxied(ctx, t.About.Labels(), tw.status(), p.clock.Since(start))
+			metrics.Proxied(ctx, t.About.Labels, tw.code, p.clock.Since(start))
 			return
 		}
 		if ctx.Err() != nil {
 			// The client left or the request deadline passed: the outer
 			// filters answer; nothing to retry.
 			ownAnswer(w, chainCacheControl)
-			metrics.ProxyError(ctx, metrics.ErrorCanceled, t.About.Labels())
+			metrics.ProxyError(ctx, metrics.ErrorCanceled, t.About.Labels)
 			logger.V(2).Info("peerdiscovery filter: request ended while proxying", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			return
 		}
 		if !reached && !body.used() && !tw.wrote {
-			metrics.ProxyError(ctx, metrics.ErrorConnect, t.About.Labels())
+			metrics.ProxyError(ctx, metrics.ErrorConnect, t.About.Labels)
 			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			tried = append(tried, peer.ID)
 			continue
 		}
-		metrics.ProxyError(ctx, metrics.ErrorProxy, t.About.Labels())
+		metrics.ProxyError(ctx, metrics.ErrorProxy, t.About.Labels)
 		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.About.Name(), "method", r.Method)
 		if !upgrade && safeRead(r) && !tw.wrote {
 			tried = append(tried, peer.ID)
@@ -156,7 +164,7 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		annotateFailedOver(ctx, tried)
 		if tw.wrote {
 			// The response had started: nothing more can be said.
-			metrics.RoutedAnswer(tw.status())
+			metrics.RoutedAnswer(tw.code)
 			return
 		}
 		ownAnswer(w, chainCacheControl)
@@ -183,7 +191,7 @@ func (p *Proxier) allGone(ids []string) bool {
 	if p.snapshot == nil || len(ids) == 0 {
 		return false
 	}
-	snap, now := p.snapshot(), p.clock.Now()
+	snap, now := p.snapshot.Load(), p.clock.Now()
 	for _, id := range ids {
 		if !snap.GoneForGood(id, now) {
 			return false
@@ -328,12 +336,3 @@ const upgradeDialErrorPrefix = "error dialing backend: "
 type errorRecorder struct{ tw *trackingWriter }
 
 func (e errorRecorder) Error(_ http.ResponseWriter, _ *http.Request, err error) { e.tw.err = err }
-
-// status is the status the client got (the reverse proxy may write a
-// body without WriteHeader); here, beside Serve, its one reader.
-func (t *trackingWriter) status() int {
-	if t.code == 0 {
-		return http.StatusOK
-	}
-	return t.code
-}

@@ -68,11 +68,11 @@ type Proxier struct {
 	// inflight lets the view end the requests in flight to a peer that
 	// stopped answering (StopPeer).
 	inflight inflight
-	// snapshot is the filter's current routing snapshot (nil: every
-	// candidate is tried, none is gone): read before each attempt, so a
-	// candidate that stopped since the decision is skipped, and when none
-	// could be reached.
-	snapshot func() *routing.Snapshot
+	// snapshot is where the filter's current routing snapshot is
+	// published (nil: every candidate is tried, none is gone): read before
+	// each attempt, so a candidate that stopped since the decision is
+	// skipped, and when none could be reached.
+	snapshot *atomic.Pointer[routing.Snapshot]
 
 	// proxies holds one reverse proxy per peer endpoint and kind of
 	// request (a handful: one per kube-apiserver), built once. Building one
@@ -99,9 +99,10 @@ type Config struct {
 	// requests that are not long-running.
 	HeaderTimeout time.Duration
 	HTTP2         HTTP2
-	// Snapshot returns the filter's current routing snapshot (nil: every
-	// candidate is tried); Clock is the filter's (nil: the real one).
-	Snapshot func() *routing.Snapshot
+	// Snapshot is where the filter's current routing snapshot is
+	// published (nil: every candidate is tried); Clock is the filter's
+	// (nil: the real one).
+	Snapshot *atomic.Pointer[routing.Snapshot]
 	Clock    clock.WithTickerAndDelayedExecution
 }
 

@@ -43,6 +43,8 @@ func (b *replayableBody) used() bool   { return b.read.Load() }
 // proxy's error, if any.
 type trackingWriter struct {
 	http.ResponseWriter
+	// code is the status the client got: made 200 by Serve, as net/http
+	// sends a body written without WriteHeader.
 	code  int
 	wrote bool
 	err   error
@@ -54,9 +56,7 @@ func (t *trackingWriter) WriteHeader(code int) {
 }
 
 func (t *trackingWriter) Write(b []byte) (int, error) {
-	if !t.wrote {
-		t.code, t.wrote = http.StatusOK, true
-	}
+	t.wrote = true
 	return t.ResponseWriter.Write(b)
 }
 

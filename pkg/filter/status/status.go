@@ -53,8 +53,8 @@ const (
 // the metrics, whose labels come only from routing state (or fixed
 // values), never from a client.
 type Subject struct {
-	// labels are the metrics' group, version and resource.
-	labels metrics.Labels
+	// Labels are the metrics' group, version and resource.
+	Labels metrics.Labels
 	// details are the Status details' group and kind.
 	details schema.GroupResource
 	// statusVersion is the group-version a Status answer is encoded for.
@@ -65,13 +65,13 @@ type Subject struct {
 
 // ResourceSubject is a resource request's Subject.
 func ResourceSubject(gvr schema.GroupVersionResource) Subject {
-	return Subject{labels: metrics.ResourceLabels(gvr), details: gvr.GroupResource(), statusVersion: gvr.GroupVersion(), name: gvr.GroupResource().String()}
+	return Subject{Labels: metrics.ResourceLabels(gvr), details: gvr.GroupResource(), statusVersion: gvr.GroupVersion(), name: gvr.GroupResource().String()}
 }
 
 // GroupVersionSubject is the Subject of a group-version's discovery or
 // OpenAPI document (no resource).
 func GroupVersionSubject(gv schema.GroupVersion) Subject {
-	return Subject{labels: metrics.GroupVersionLabels(gv), details: schema.GroupResource{Group: gv.Group}, statusVersion: gv, name: gv.String()}
+	return Subject{Labels: metrics.GroupVersionLabels(gv), details: schema.GroupResource{Group: gv.Group}, statusVersion: gv, name: gv.String()}
 }
 
 // documentVersion encodes the Status answers about documents that belong
@@ -81,13 +81,10 @@ var documentVersion = schema.GroupVersion{Version: "v1"}
 
 // OpenAPIRootSubject is the Subject of /openapi/v3, read from a peer.
 var OpenAPIRootSubject = Subject{
-	labels:        metrics.OpenAPIRootLabels,
+	Labels:        metrics.OpenAPIRootLabels,
 	statusVersion: documentVersion,
 	name:          "the OpenAPI v3 root document",
 }
-
-// Labels are the subject's metric labels.
-func (s Subject) Labels() metrics.Labels { return s.labels }
 
 // Name names the subject in messages and logs.
 func (s Subject) Name() string { return s.name }
@@ -126,7 +123,7 @@ func (a Answers) NoneReady(w http.ResponseWriter, r *http.Request, s Subject, wh
 }
 
 func (a Answers) peersUnavailable(w http.ResponseWriter, r *http.Request, s Subject, why string, retryAfter int) {
-	metrics.ProxyError(r.Context(), metrics.ErrorUnavailable, s.labels)
+	metrics.ProxyError(r.Context(), metrics.ErrorUnavailable, s.Labels)
 	metrics.RoutedAnswer(http.StatusServiceUnavailable)
 	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), retryAfter)
 }

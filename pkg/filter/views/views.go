@@ -89,6 +89,10 @@ func (v *Views) Start(ctx context.Context, loopback *rest.Config, localRefresh t
 // Snapshot is the current snapshot; read only.
 func (v *Views) Snapshot() *routing.Snapshot { return v.current.Load() }
 
+// Published is where the snapshot is swapped in: the request path loads
+// it directly (the handler and the proxy), and only the views store it.
+func (v *Views) Published() *atomic.Pointer[routing.Snapshot] { return &v.current }
+
 // Synced tells whether both the local discovery and the routing caches
 // are filled: the snapshot has both.
 func (v *Views) Synced() bool {
