@@ -41,9 +41,10 @@
 // A proxied request: the handler loads the views' current snapshot (one
 // pointer), routing.Decide picks the candidates, and proxy.Serve tries
 // them, loading the snapshot again before each attempt and asking
-// routing.StillCandidate when it is a newer one, or the attempt is not the
-// first (a candidate that stopped since the decision is skipped). A discovery request goes to
-// discovery.Server.Serve, which reads the same views.
+// routing.StillCandidate when it is a newer one or the attempt is not the
+// first (a candidate that stopped since the decision is skipped). A
+// discovery request goes to discovery.Server.Serve, which reads the same
+// views.
 //
 // It must compile against the k8s.io libraries of every release the
 // project builds (hack/verify-filter-builds.sh checks), so it imports no
