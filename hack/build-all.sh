@@ -64,9 +64,11 @@ build_conformance() {
 
 # The node components of the node-based plane (and kube-scheduler's image),
 # and kubeadm (test/kubeadm renders the docs' configuration with it).
+# NODE_COMPONENTS picks some (hack/test.sh: the scheduler for its image and
+# kubeadm; the kubelet and kube-proxy serve only the on-demand planes).
 build_node() {
   local c
-  for c in kubelet kube-scheduler kube-proxy kubeadm; do
+  for c in ${NODE_COMPONENTS:-kubelet kube-scheduler kube-proxy kubeadm}; do
     KUBE_NODE_COMPONENTS="${c}" stage::build "${c} ${KUBE_NODE_VERSION}" "${BIN_DIR}/${c}-${KUBE_NODE_VERSION}/${c}" \
       "${REPO_ROOT}/hack/build-kube-node.sh" "${KUBE_NODE_VERSION}"
   done

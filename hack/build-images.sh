@@ -106,7 +106,9 @@ if ((kube)); then
     images+=("--image" "kube,${REGISTRY}/kube-apiserver:${v},$(kube_apiserver_bin "${v}")")
   done
   "${REPO_ROOT}/hack/build-kube-controller-manager.sh" "${KUBE_NODE_VERSION}"
-  "${REPO_ROOT}/hack/build-kube-node.sh" "${KUBE_NODE_VERSION}"
+  # The scheduler only: the kubelet and kube-proxy run on the nodes, not
+  # from an image (their builds are the node plane's).
+  KUBE_NODE_COMPONENTS=kube-scheduler "${REPO_ROOT}/hack/build-kube-node.sh" "${KUBE_NODE_VERSION}"
   images+=(
     "--image" "kube,${REGISTRY}/kube-controller-manager:${KUBE_NODE_VERSION},$(kube_controller_manager_bin "${KUBE_NODE_VERSION}")"
     "--image" "kube,${REGISTRY}/kube-scheduler:${KUBE_NODE_VERSION},$(kube_scheduler_bin "${KUBE_NODE_VERSION}")"

@@ -21,17 +21,22 @@ mkdir -p "${OUTPUT_DIR}"
 
 # Unit tests may be served from go test's cache: their inputs are all Go
 # files go test sees.
+# hack/test.sh runs go vet -race ./... beside it (PEERDISCOVERY_VETTED=1):
+# go test's own vet, with other flags, would analyse every dependency again.
+vet=()
+[[ -z "${PEERDISCOVERY_VETTED:-}" ]] || vet=(-vet=off)
+
 unit_tests() {
   # test/alerts, test/bench and test/kubeadm run on demand (they start
   # their own planes), but their control-plane-free tests are unit tests:
   # without their gates those run and the rest skip (test/kubeadm's needs
   # kubeadm built: PEERDISCOVERY_KUBEADM_REQUIRED, which hack/test.sh sets,
   # makes its absence a failure).
-  go test -race -timeout 20m ./internal/... ./pkg/... ./cmd/... ./test/alerts ./test/bench ./test/kubeadm 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
+  go test -race "${vet[@]}" -timeout 20m ./internal/... ./pkg/... ./cmd/... ./test/alerts ./test/bench ./test/kubeadm 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
   local rc=${PIPESTATUS[0]} total cached
   # The server's options again as the image build stamps the binary
   # (VERSION): k8s.io/apiserver reads that stamp as a Kubernetes version.
-  go test -race -count=1 -ldflags "-X k8s.io/component-base/version.gitVersion=$(tr -d '[:space:]' <VERSION)" \
+  go test -race "${vet[@]}" -count=1 -ldflags "-X k8s.io/component-base/version.gitVersion=$(tr -d '[:space:]' <VERSION)" \
     ./pkg/cmd/server 2>&1 | tee -a "${OUTPUT_DIR}/unit-test.log"
   [[ ${PIPESTATUS[0]} == 0 ]] || rc=1
   total="$(grep -cE '^(ok|FAIL)[[:space:]]' "${OUTPUT_DIR}/unit-test.log" || true)"

@@ -21,14 +21,14 @@
 #
 # Its shape (docs/testing.md, "CI's time"): the quick static checks; the
 # binaries the end-to-end packages run; then, side by side, four end-to-end
-# lanes and one track of everything else (the node components and images,
-# go vet, generated code, the unit and scale tests, the filter's compile
-# against v1.35, the monitoring checks). The lanes mostly wait, on
-# controllers, shutdown delays, settle times and fault holds; the track is
-# CPU-bound and runs niced, so it takes the cores the lanes leave and gives
-# them back when a lane needs them. The node plane's lane waits for the
-# track's images. At the end: the stage table, and the budget
-# (hack/ci-budget.tsv): 45 minutes cold, 15 warm.
+# lanes and one track of everything else (kube-scheduler, kubeadm and the
+# images, go vet, generated code, the unit and scale tests, the monitoring
+# checks). The track is CPU-bound and runs niced, so it takes the cores the
+# lanes leave and gives them back when a lane needs them. A cold run is
+# CPU-bound from end to end: the stage table's CPU column says which stage
+# costs what, and the time saved is the CPU saved over the cores. At the
+# end: the stage table, and the budget (hack/ci-budget.tsv): 45 minutes
+# cold, 15 warm.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"
 
@@ -44,10 +44,12 @@ rm -f "${OUTPUT_DIR}/test-failures.txt"
 run_kind=warm
 compgen -G "${BIN_DIR}/kube-apiserver-v*/kube-apiserver" >/dev/null || run_kind=cold
 report() {
-  local rc=$?
+  local rc=$? cpu
   echo
   stage::table
   stage::budget "${run_kind}" "$(($(date +%s) - test_start))" "${REPO_ROOT}/hack/ci-budget.tsv"
+  stage::children_cpu cpu
+  log::info "CPU: ${cpu} s of user and system time in the processes this run waited for ($(nproc) cores)"
   # Last, so that a log's tail shows why: the lines before each failed
   # package's FAIL (a TestMain's error too, which no test line names).
   if [[ "${rc}" -ne 0 && -s "${OUTPUT_DIR}/test-failures.txt" ]]; then
@@ -60,11 +62,11 @@ trap report EXIT
 
 # CI builds and tests the supported releases, DEFAULT_KUBE_VERSIONS
 # (v1.36.3, v1.37.2). kube-apiserver v1.35.4 and test/e2e135, the upgrade
-# from it, run on demand (docs/testing.md); the filter's compile against
-# v1.35's libraries runs here, in the track.
+# from it, run on demand (docs/testing.md), and so does the filter's
+# compile against v1.35's libraries (hack/verify.sh filter-builds).
 export KUBE_VERSIONS="${DEFAULT_KUBE_VERSIONS}"
 
-# The track tells the lanes what it built with files here.
+# The track marks its failure here.
 READY_DIR="${OUTPUT_DIR}/test-ready"
 rm -rf "${READY_DIR}"
 mkdir -p "${READY_DIR}"
@@ -87,12 +89,17 @@ stage::run "node dependencies (containerd, runc, CNI plugins, iptables)" hack/in
 # from the test cache. -race: the harness (the workload, the monitors, the
 # planes) runs under the race detector too; this compile of the dependencies
 # is the one go vet and the unit tests reuse.
-lane_packages=(./test/e2e ./test/conformance ./test/controllers ./test/nodeplane ./test/upgradedrill ./test/chaos)
+# The packages whose planes start in seconds run after test/controllers,
+# the others' lane (the e2e lane's test/e2e is the longest package).
+small_planes=(./test/planetest ./test/integration ./test/egress)
+lane_packages=(./test/e2e ./test/conformance ./test/controllers "${small_planes[@]}" ./test/upgradedrill ./test/chaos)
 # The packages that run on demand only (docs/testing.md) start no plane
-# here; their control-plane-free tests run with the unit tests.
-on_demand=(./test/e2e135 ./test/alerts ./test/bench ./test/crdchurn ./test/relist ./test/kubeadm)
-others="$(printf '%s|' "${lane_packages[@]#./}" "${on_demand[@]#./}")"
-# -race as in the run: a package built only without it (test/scale) drops out.
+# here; their control-plane-free tests run with the unit tests. The node
+# plane is among them: the cold budget (test/kubeadm's plane, on demand
+# too, runs the same images under real kubelets, made by kubeadm).
+on_demand=(./test/e2e135 ./test/alerts ./test/bench ./test/crdchurn ./test/relist ./test/kubeadm ./test/nodeplane)
+# The track runs test/scale, without the race detector.
+others="$(printf '%s|' "${lane_packages[@]#./}" "${on_demand[@]#./}" test/scale)"
 mapfile -t rest_packages < <(go list -race ./test/... | grep -v -E "^${MAIN_MODULE}/(${others%|})(/|\$)")
 # The chaos soak measures its clients' latency against upstream's figures,
 # measured without the race detector (hack/chaos.sh); under it, the
@@ -101,29 +108,28 @@ mapfile -t rest_packages < <(go list -race ./test/... | grep -v -E "^${MAIN_MODU
 # harness code it shares (test/workload, test/planetest) runs under it in
 # the other lanes.
 timed_packages=(./test/chaos)
+# Static (CGO_ENABLED=0, -trimpath) as the release builds, whose compile of
+# the libraries it then reuses: a default build would compile all of them a
+# third time (after the race detector's and the static one).
+go_test_timed() { CGO_ENABLED=0 go test -trimpath -vet=off -count=1 "$@"; }
+# -vet=off on every go test here: the track's go vet -race ./... vets the
+# same packages with every analyzer, and go test's own vet, with other
+# flags, would analyse each of the ~1,200 dependencies once more for its
+# facts (its cache key holds the flags): a few hundred CPU seconds cold.
 compile_e2e() {
   # Without PEERDISCOVERY_E2E each TestMain starts no plane; -run '^$'
   # runs no test.
-  { go test -race -count=1 -run '^$' "${lane_packages[@]}" "${rest_packages[@]}" &&
-    go test -count=1 -run '^$' "${timed_packages[@]}"; } >"${OUTPUT_DIR}/e2e-compile.log" 2>&1 ||
+  { go test -race -vet=off -count=1 -run '^$' "${lane_packages[@]}" "${rest_packages[@]}" &&
+    go_test_timed -run '^$' "${timed_packages[@]}"; } >"${OUTPUT_DIR}/e2e-compile.log" 2>&1 ||
     { tail -50 "${OUTPUT_DIR}/e2e-compile.log"; return 1; }
 }
 stage::run "compile the end-to-end packages (race detector)" compile_e2e
 
 e2e() {
-  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -p 1 -timeout 60m "$@"
+  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -vet=off -p 1 -timeout 60m "$@"
 }
 e2e_timed() {
-  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -p 1 -timeout 60m "$@"
-}
-
-# await NAME WHAT: until the track marked NAME ready; fails when the track
-# failed first.
-await() {
-  until [[ -e "${READY_DIR}/${1}" ]]; do
-    [[ ! -e "${READY_DIR}/track-failed" ]] || die "not running ${2}: the track failed before it built ${1}"
-    sleep 2
-  done
+  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go_test_timed -p 1 -timeout 60m "$@"
 }
 
 # The lanes, balanced by their packages' measured seconds (docs/testing.md):
@@ -133,8 +139,7 @@ lane_conformance() { e2e ./test/conformance; }
 lane_controllers() {
   local rc=0
   e2e ./test/controllers || rc=$?
-  await images "test/nodeplane"
-  e2e ./test/nodeplane || rc=$?
+  e2e "${small_planes[@]}" || rc=$?
   return "${rc}"
 }
 lane_faults() {
@@ -145,33 +150,25 @@ lane_faults() {
 }
 lanes=(e2e conformance controllers faults)
 
-# 4. The track, niced: every other build and check, the ones a lane waits
-# for (the node plane's images) first. A failure marks it, so that no lane
-# waits for ever.
-image_checks() { (cd hack/images && go vet ./... && PEERDISCOVERY_IMAGES_REQUIRED=1 go test -count=1 ./...); }
-node_cleanup_test() {
-  # -race: the compile above serves it.
-  PEERDISCOVERY_E2E=1 PEERDISCOVERY_OUTPUT_DIR="${OUTPUT_DIR}" go test -count=1 -race -run '^TestNodeCleanupAfterCrash$' ./internal/localcluster
-}
+# 4. The track, niced: every other build and check. A failure marks it.
+image_checks() { (cd hack/images && go vet ./... && PEERDISCOVERY_IMAGES_REQUIRED=1 go test -vet=off -count=1 ./...); }
 scale_tests() {
   # Static (CGO_ENABLED=0, -trimpath), as the release builds: the libraries
   # compiled for kube-apiserver and peerdiscovery-apiserver serve these
-  # tests too. No race detector, which multiplies memory and time.
-  CGO_ENABLED=0 go test -trimpath -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 |
+  # tests too. No race detector, which multiplies memory and time (under
+  # it they skip, so that go vet -race ./... vets them: -vet=off here).
+  CGO_ENABLED=0 go test -trimpath -vet=off -count=1 -timeout 20m -v -run 'TestScale|TestMemory' ./test/scale ./pkg/registry/memstore 2>&1 |
     tee "${OUTPUT_DIR}/scale-test.log" | grep -E '^(--- |ok|FAIL|PASS)|scale:|heap'
   return "${PIPESTATUS[0]}"
 }
 track() {
-  hack/build-all.sh node &&
+  NODE_COMPONENTS="kube-scheduler kubeadm" hack/build-all.sh node &&
     stage::run "container images (hack/build-images.sh)" hack/build-images.sh &&
     stage::run "container image checks (hack/images)" image_checks &&
-    touch "${READY_DIR}/images" &&
     stage::run "verify deploy manifests" hack/verify-manifests.sh &&
-    stage::run "the node-based plane's cleanup after a crashed harness (containerd, kubelet, a Pod)" node_cleanup_test &&
     hack/verify.sh vet codegen &&
-    PEERDISCOVERY_KUBEADM_REQUIRED=1 hack/test-unit.sh &&
+    PEERDISCOVERY_KUBEADM_REQUIRED=1 PEERDISCOVERY_VETTED=1 hack/test-unit.sh &&
     stage::run "scale tests: 5 peers x 5,000 GVRs" scale_tests &&
-    KUBE_VERSIONS="v1.35.4" hack/verify.sh filter-builds &&
     stage::run "monitoring checks (promtool check and test rules, dashboard queries)" hack/verify-monitoring.sh
 }
 

@@ -39,7 +39,7 @@ func TestNodeCleanupAfterCrash(t *testing.T) {
 		return
 	}
 	if os.Getenv("PEERDISCOVERY_E2E") != "1" {
-		t.Skip("needs root, containerd and a kubelet: set PEERDISCOVERY_E2E=1")
+		t.Skip("needs root, containerd and a kubelet; on demand with the node plane (docs/testing.md): set PEERDISCOVERY_E2E=1")
 	}
 	out, err := (&Config{}).outputDir()
 	if err != nil {

@@ -1,5 +1,3 @@
-//go:build !race
-
 // Copyright The peerdiscovery Authors.
 //
 // Licensed under the Apache License, Version 2.0 (the "License");
