@@ -85,7 +85,9 @@ func TestProxyEveryCandidateRefuses(t *testing.T) {
 	e.setRoutes(route(widgetsGVR, readyPeer("p1", closedEndpoint(t)), readyPeer("p2", closedEndpoint(t)), readyPeer("p3", closedEndpoint(t))))
 	resetUpstreamMetrics()
 	resp := e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{}`)))
-	checkUnavailable(t, resp, readBody(t, resp), "no peer serving it could be reached", 1)
+	// Nothing listens where any of them was: not back within seconds, so
+	// no Retry-After (routing.RecoveryWindow).
+	checkUnavailable(t, resp, readBody(t, resp), "no peer serving it accepts connections, so none is expected back within seconds", 0)
 	if e.local.calls.Load() != 0 {
 		t.Fatal("local chain called")
 	}
@@ -101,22 +103,30 @@ func TestProxyEveryCandidateRefuses(t *testing.T) {
 // connected to. When the Lease of each records a departure or lapsed over
 // routing.RecoveryWindow ago, nothing says when one will be back: 503
 // without Retry-After, as for a decision of none ready. While one's Lease
-// is live, or lapsed only seconds ago (a restart, a pause): Retry-After 1.
+// is live, or lapsed only seconds ago, Retry-After 1 when its connection
+// was cut (a pause, a partition); none when every connection was refused
+// (nothing listens there: crashed or killed).
 func TestProxyEveryCandidateRefusesWhileTheViewLags(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		p2         func(id, endpoint string) *coordinationv1.Lease
+		cut        bool // p2 accepts and cuts the connection; else it refuses
 		msg        string
 		retryAfter int
 	}{
-		{"every lease lapsed or departed", departedLease, "registration lease of each records its departure or lapsed over " + routing.RecoveryWindow.String() + " ago", 0},
-		{"one lease live", liveLease, "no peer serving it could be reached", 1},
-		{"one lease lapsed seconds ago", justLapsedLease, "no peer serving it could be reached", 1},
+		{"every lease lapsed or departed", departedLease, false, "registration lease of each records its departure or lapsed over " + routing.RecoveryWindow.String() + " ago", 0},
+		{"one lease live, refused", liveLease, false, "none is expected back within seconds", 0},
+		{"one lease lapsed seconds ago, refused", justLapsedLease, false, "none is expected back within seconds", 0},
+		{"one lease live, cut", liveLease, true, "no peer serving it could be reached (tried", 1},
+		{"one lease lapsed seconds ago, cut", justLapsedLease, true, "no peer serving it could be reached (tried", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t)
 			e.setLocal()
 			p1, p2 := closedEndpoint(t), closedEndpoint(t)
+			if tc.cut {
+				p2 = cutEndpoint(t)
+			}
 			e.setRoutes(route(widgetsGVR, readyPeer("p1", p1), readyPeer("p2", p2)))
 			e.f.views.Leases.Record(klog.Background(), lapsedLease("p1", p1))
 			e.f.views.Leases.Record(klog.Background(), tc.p2("p2", p2))

@@ -151,6 +151,28 @@ func closedEndpoint(t testing.TB) string {
 	return addr
 }
 
+// cutEndpoint returns the address of a listener that accepts each
+// connection and closes it at once: a peer that can be connected to but
+// does not answer (not refused).
+func cutEndpoint(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	return l.Addr().String()
+}
+
 // remoteHeaders returns every X-Remote-* header.
 func remoteHeaders(h http.Header) http.Header {
 	out := http.Header{}

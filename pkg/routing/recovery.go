@@ -33,7 +33,11 @@ import (
 // server that serves the resource stopped less than RecoveryWindow ago
 // without a goodbye, and none once they all stopped longer ago or shut
 // down (an upgrade's roll: it is back when its replacement is ready, or
-// never with this version).
+// never with this version). A server whose connection is refused is not
+// waited for at all (Peer.Refused, and the proxy's refused attempts):
+// nothing listens there, so it crashed or was killed, and on seed 2718
+// (30 min) the waits for those were most of the workers' time spent on
+// operations that failed all the same (docs/reports/chaos-soaks.md).
 const RecoveryWindow = 5 * time.Second
 
 // Recovering tells whether a server that is not ready now may be back
@@ -49,10 +53,11 @@ func Recovering(shutDown bool, since, now time.Time) bool {
 var RecoveringNote = "one stopped less than " + RecoveryWindow.String() + " ago without shutting down and may be back within seconds"
 
 // retryExpected tells whether an Unavailable decision's 503 names a short
-// wait: some server other than self that the route lists is Recovering.
+// wait: some server other than self that the route lists is Recovering,
+// and the view's read of it was not refused (Peer.Refused).
 func (r Result) retryExpected(now time.Time) bool {
 	for _, p := range r.Route.Peers {
-		if p.ID != r.self && Recovering(p.ShutDown, p.NotReadySince, now) {
+		if p.ID != r.self && !p.Refused && Recovering(p.ShutDown, p.NotReadySince, now) {
 			return true
 		}
 	}

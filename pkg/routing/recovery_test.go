@@ -46,7 +46,11 @@ func TestRetryAfter(t *testing.T) {
 		{"lapsed just inside the window", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, RecoveryWindow-time.Second)}, true},
 		{"lapsed a window ago", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonLeft, true, RecoveryWindow)}, false},
 		{"shut down just now", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0)}, false},
-		{"one of two recovering", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0), peer("b", "ConnectionRefused", false, 3*time.Second)}, true},
+		{"one of two recovering", []*v1alpha1.APIServerPeer{peer("a", v1alpha1.PeerReasonShutDown, true, 0), peer("b", "Timeout", false, 3*time.Second)}, true},
+		// Nothing listens where it was: crashed or killed, not back
+		// within the window.
+		{"refused just now", []*v1alpha1.APIServerPeer{peer("a", "ConnectionRefused", false, 0)}, false},
+		{"refused, and another timed out", []*v1alpha1.APIServerPeer{peer("a", "ConnectionRefused", false, 0), peer("b", "Timeout", false, time.Second)}, true},
 		{"only self recovering", []*v1alpha1.APIServerPeer{peer("self", "Timeout", false, 0), peer("b", v1alpha1.PeerReasonLeft, true, time.Minute)}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -37,6 +37,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
+	"sigs.k8s.io/peerdiscovery/pkg/nopeer"
 )
 
 // Peer is one server that serves a GVR.
@@ -52,6 +53,12 @@ type Peer struct {
 	// NotReadySince is when it stopped being ready (its Ready condition's
 	// last transition); zero when ready or not known.
 	NotReadySince time.Time
+	// Refused is true when it is not ready because the view's last read
+	// of it was refused: nothing listens at its endpoint (the process
+	// crashed or was killed), unlike a pause or a partition, which time
+	// out. It is not Recovering: a kube-apiserver takes far longer than
+	// RecoveryWindow to listen and be ready again.
+	Refused bool
 }
 
 // Route says who serves one GVR.
@@ -130,6 +137,7 @@ func PeerFromObject(p *v1alpha1.APIServerPeer) Peer {
 	if c := apimeta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionReady); c != nil && !out.Ready {
 		out.NotReadySince = c.LastTransitionTime.Time
 		out.ShutDown = out.Left && c.Reason == v1alpha1.PeerReasonShutDown
+		out.Refused = c.Reason == string(nopeer.ErrRefused)
 	}
 	return out
 }

@@ -198,7 +198,7 @@ func Review(t testing.TB, cfg *rest.Config, verb, path, source string) v1alpha1.
 // within seconds (not synced yet, its view catching up with a live peer's
 // Lease, a peer the view lists ready that could not be connected to), and
 // without it when every server that serves the resource is not ready or
-// has left (docs/design.md, "Retry-After").
+// has left, or refused the connection (docs/design.md, "Retry-After").
 func Check503(h http.Header, body []byte) error {
 	var st metav1.Status
 	if err := json.Unmarshal(body, &st); err != nil || st.Kind != "Status" {

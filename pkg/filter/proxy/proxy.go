@@ -23,6 +23,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -70,7 +71,8 @@ type Target struct {
 //
 //   - not reached: the next candidate is tried, writes included; when none
 //     can be reached the answer is 503 with Retry-After (nothing happened,
-//     so a client retry is safe);
+//     so a client retry is safe), without it when each refused the
+//     connection (nothing listens there: not back within seconds);
 //   - reached, GET or HEAD, no response byte written: the next candidate is
 //     tried (a safe method: repeating it changes nothing);
 //   - reached, any other method: never sent again, and answered 502 (504
@@ -105,6 +107,7 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 	chainCacheControl := w.Header().Values("Cache-Control")
 	w.Header().Del("Cache-Control")
 	var tried []string // candidates that failed before the current one
+	refused := 0       // of them, those whose connection was refused
 	for i, peer := range t.Candidates {
 		// Bound to the peer before its readiness is checked: a peer
 		// stopped after the check ends this attempt, one stopped before
@@ -149,6 +152,9 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 			return
 		}
 		if !reached && !body.used() && !tw.wrote {
+			if errors.Is(tw.err, syscall.ECONNREFUSED) {
+				refused++
+			}
 			metrics.ProxyError(ctx, metrics.ErrorConnect, t.About.Labels)
 			logger.V(2).Info("peerdiscovery filter: peer could not be reached, trying the next", "peer", peer.ID, "for", t.About.Name(), "err", tw.err)
 			tried = append(tried, peer.ID)
@@ -179,6 +185,13 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		// (every replica restarting, say): nothing says when one will be
 		// back, as for a decision of none ready.
 		p.Answers.NoneReady(w, r, t.About, "no peer serving it answers, and the registration lease of each records its departure or lapsed over "+routing.RecoveryWindow.String()+" ago (tried "+strings.Join(tried, ", ")+")")
+		return
+	}
+	if len(tried) > 0 && refused == len(tried) {
+		// Nothing listens where any of them was: crashed or killed,
+		// not back within seconds (routing.RecoveryWindow), so a
+		// Retry-After would hold the client for a failure all the same.
+		p.Answers.NoneReady(w, r, t.About, "no peer serving it accepts connections, so none is expected back within seconds (tried "+strings.Join(tried, ", ")+")")
 		return
 	}
 	p.Answers.Unavailable(w, r, t.About, "no peer serving it could be reached (tried "+strings.Join(tried, ", ")+")")
