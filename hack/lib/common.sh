@@ -230,7 +230,6 @@ stage::children_cpu() {
   rm -f "${f}"
 }
 
-
 # stage::cpu_jiffies prints the machine's busy and total CPU time so far
 # (/proc/stat, all cores); stage::cores_busy BEFORE prints how many cores
 # were busy on average since then (the whole machine, stages beside it
