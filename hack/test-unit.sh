@@ -19,13 +19,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"
 mkdir -p "${OUTPUT_DIR}"
 
-# Unit tests may be served from go test's cache: their inputs are all Go
-# files go test sees.
 # hack/test.sh runs go vet -race ./... beside it (PEERDISCOVERY_VETTED=1):
 # go test's own vet, with other flags, would analyse every dependency again.
 vet=()
 [[ -z "${PEERDISCOVERY_VETTED:-}" ]] || vet=(-vet=off)
 
+# Unit tests may be served from go test's cache: their inputs are all Go
+# files go test sees.
 unit_tests() {
   # test/alerts, test/bench and test/kubeadm run on demand (they start
   # their own planes), but their control-plane-free tests are unit tests:
