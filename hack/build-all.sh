@@ -52,7 +52,7 @@ build_plane() {
 
 build_extension() {
   local bin="${BIN_DIR}/peerdiscovery-apiserver"
-  (cd "${REPO_ROOT}" && CGO_ENABLED=0 go build -trimpath -o "${bin}.tmp" ./cmd/peerdiscovery-apiserver)
+  (cd "${REPO_ROOT}" && CGO_ENABLED=0 go_compile build -trimpath -o "${bin}.tmp" ./cmd/peerdiscovery-apiserver)
   if cmp -s "${bin}.tmp" "${bin}"; then rm -f "${bin}.tmp"; else mv -f "${bin}.tmp" "${bin}"; fi
 }
 

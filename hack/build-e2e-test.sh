@@ -65,7 +65,7 @@ build_one() {
     mkdir -p "$(dirname "${bin}")"
     # -vet=off: go test -c vets the wrapper, and so analyses each of
     # e2e.test's ~2,800 packages for its facts; none of them is ours.
-    go test -c -vet=off -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" .
+    go_compile test -c -vet=off -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" .
   )
   install_binary "${bin}.tmp" "${bin}"
   write_stamp "${bin}" "${digest}" "${start}" "${manifest}"

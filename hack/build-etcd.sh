@@ -56,7 +56,7 @@ EOF
     # package (the module root, package main).
     go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
     log::info "etcd ${ETCD_VERSION}: go build"
-    CGO_ENABLED=0 go build -o "${bin}.tmp" go.etcd.io/etcd/server/v3
+    CGO_ENABLED=0 go_compile build -o "${bin}.tmp" go.etcd.io/etcd/server/v3
   )
   install_binary "${bin}.tmp" "${bin}"
   log::info "etcd ${ETCD_VERSION}: built ${bin} in $(elapsed_since "${start}")"

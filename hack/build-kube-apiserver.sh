@@ -130,7 +130,7 @@ build_one() {
     if [[ "${kube_minor}" == "35" ]]; then
       tags="peerdiscovery_k8s135"
     fi
-    go build -tags "${tags}" -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" .
+    go_compile build -tags "${tags}" -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" .
   )
   [[ -z "${KUBE_GENERATE_ONLY:-}" ]] || return 0
   install_binary "${bin}.tmp" "${bin}"

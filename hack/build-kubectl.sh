@@ -91,7 +91,7 @@ EOF
     log::info "kubectl ${KUBECTL_VERSION}: go build"
     # Static, as upstream's kubectl and the release builds of
     # hack/lib/kube-release.sh: they share its compiled libraries.
-    CGO_ENABLED=0 go build -trimpath -ldflags "$(version_ldflags "${KUBECTL_VERSION}")" -o "${bin}.tmp" .
+    CGO_ENABLED=0 go_compile build -trimpath -ldflags "$(version_ldflags "${KUBECTL_VERSION}")" -o "${bin}.tmp" .
   )
   install_binary "${bin}.tmp" "${bin}"
   log::info "kubectl ${KUBECTL_VERSION}: built ${bin} in $(elapsed_since "${start}")"

@@ -83,7 +83,7 @@ EOF
     log::info "${name} ${PROMETHEUS_VERSION}: go build -tags ${PROMETHEUS_BUILD_TAGS} ${pkg}"
     mkdir -p "$(dirname "${bin}")"
     # promu's ldflags (.promu.yml), which --version prints.
-    go build -tags "${PROMETHEUS_BUILD_TAGS}" -ldflags "$(prometheus_ldflags)" -o "${bin}.tmp" "${pkg}"
+    go_compile build -tags "${PROMETHEUS_BUILD_TAGS}" -ldflags "$(prometheus_ldflags)" -o "${bin}.tmp" "${pkg}"
   )
   install_binary "${bin}.tmp" "${bin}"
   write_stamp "${bin}" "${digest}" "${start}" "${manifest}"
@@ -92,7 +92,8 @@ EOF
 }
 
 # prometheus_ldflags stamps the release the way promu does; the module proxy
-# carries no commit, so the revision is the module version.
+# carries no commit, so the revision is the module version. -s -w: no DWARF
+# (hack/lib/common.sh, GOFLAGS).
 prometheus_ldflags() {
   local p=github.com/prometheus/common/version build_date module
   module="$(prometheus_module_version "${PROMETHEUS_VERSION}")"
@@ -102,7 +103,7 @@ prometheus_ldflags() {
   else
     build_date="$(date -u +'%Y%m%d-%H:%M:%S')"
   fi
-  echo "-X ${p}.Version=${PROMETHEUS_VERSION#v} -X ${p}.Revision=${module}" \
+  echo "-s -w -X ${p}.Version=${PROMETHEUS_VERSION#v} -X ${p}.Revision=${module}" \
     "-X ${p}.Branch=release-${MAJOR}.${MINOR} -X ${p}.BuildUser=peerdiscovery -X ${p}.BuildDate=${build_date}"
 }
 

@@ -119,7 +119,7 @@ go_test_timed() { CGO_ENABLED=0 go test -trimpath -vet=off -count=1 "$@"; }
 compile_e2e() {
   # Without PEERDISCOVERY_E2E each TestMain starts no plane; -run '^$'
   # runs no test.
-  { go test -race -vet=off -count=1 -run '^$' "${lane_packages[@]}" "${rest_packages[@]}" &&
+  { go_compile test -race -vet=off -count=1 -run '^$' "${lane_packages[@]}" "${rest_packages[@]}" &&
     go_test_timed -run '^$' "${timed_packages[@]}"; } >"${OUTPUT_DIR}/e2e-compile.log" 2>&1 ||
     { tail -50 "${OUTPUT_DIR}/e2e-compile.log"; return 1; }
 }

@@ -39,7 +39,7 @@ verify_quick() {
 # detector's settings that compile is the one the unit and end-to-end tests
 # (go test -race) reuse, not a third one of its own.
 verify_vet() {
-  stage::run "go vet (-race, to share the tests' compile)" go vet -race ./...
+  stage::run "go vet (-race, to share the tests' compile)" go_compile vet -race ./...
   stage::run "go vet of the report modules (hack/drill-report, hack/bench-report)" vet_tool_modules
 }
 
@@ -53,7 +53,7 @@ verify_vet() {
 vet_tool_modules() {
   local d
   for d in hack/drill-report hack/bench-report; do
-    (cd "${d}" && go vet -race ./...) || die "${d}: go vet failed (go mod tidy there if go.mod is out of date)"
+    (cd "${d}" && go_compile vet -race ./...) || die "${d}: go vet failed (go mod tidy there if go.mod is out of date)"
   done
 }
 

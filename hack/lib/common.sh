@@ -84,6 +84,24 @@ export ETCD_VERSION DEFAULT_KUBE_VERSIONS KUBE_VERSIONS KUBE_CONTROLLER_MANAGER_
 export CRICTL_VERSION
 export PROMETHEUS_VERSION PROMETHEUS_BUILD_TAGS
 
+# Lean compiles, for every go command of every script: no DWARF (compiled,
+# then linked, only for debuggers; stack traces, the race detector's
+# reports and pprof use the symbol tables Go keeps anyway), as upstream's
+# release builds (-s -w). One flag set for all of them, since it is part of
+# each compile's cache key: the race detector's compile of the libraries
+# serves go vet, the unit tests and the end-to-end packages, the static one
+# every release build and static test. An -ldflags given on a command line
+# replaces GOFLAGS' -ldflags=-w: version_ldflags carries -s -w itself.
+case " ${GOFLAGS:-} " in
+*" -gcflags="*) ;;
+*) export GOFLAGS="${GOFLAGS:+${GOFLAGS} }-gcflags=all=-dwarf=false -ldflags=-w" ;;
+esac
+# go_compile runs a go command that only compiles (builds, go vet, test
+# binaries compiled and not run) with the compiler's garbage collector at
+# GOGC=400: 24 GiB leave room for it, and a cold run is CPU-bound. Never for
+# a command that runs tests: they would inherit it.
+go_compile() { GOGC="${PEERDISCOVERY_COMPILE_GOGC:-400}" go "$@"; }
+
 # Paths of the built binaries.
 etcd_bin() { echo "${BIN_DIR}/etcd-${ETCD_VERSION}/etcd"; }
 kubectl_bin() { echo "${BIN_DIR}/kubectl-${KUBECTL_VERSION}/kubectl"; }

@@ -27,7 +27,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 # directive trigger a toolchain download.
 export GOTOOLCHAIN="${GOTOOLCHAIN:-local}"
 # Wrapper modules are generated, not git checkouts.
-export GOFLAGS="${GOFLAGS:--buildvcs=false}"
+case " ${GOFLAGS:-} " in
+*" -buildvcs="*) ;;
+*) export GOFLAGS="${GOFLAGS:+${GOFLAGS} }-buildvcs=false" ;;
+esac
 
 # go_version prints the toolchain version, e.g. go1.26.8.
 go_version() { go env GOVERSION; }
@@ -64,6 +67,7 @@ go_mod_download_field() {
 #   gitTreeState=clean            the released module is built unmodified
 #   gitCommit=""                  the module proxy does not carry the commit
 #   buildDate                     now, or SOURCE_DATE_EPOCH if set
+# and -s -w, as upstream's release builds (common.sh, GOFLAGS).
 version_ldflags() {
   local version="${1}" build_date pkg kv
   semver_parts "${version}"
@@ -72,7 +76,7 @@ version_ldflags() {
   else
     build_date="$(date -u +'%Y-%m-%dT%H:%M:%SZ')"
   fi
-  local -a flags=()
+  local -a flags=(-s -w)
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     for kv in \
       "gitVersion=${version}" \

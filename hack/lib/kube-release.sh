@@ -312,7 +312,7 @@ EOF
     fi
     log::info "${name} ${version}: go build ${pkg}"
     mkdir -p "$(dirname "${bin}")"
-    go build -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" "${pkg}"
+    go_compile build -ldflags "$(version_ldflags "${version}")" -o "${bin}.tmp" "${pkg}"
   )
   [[ -z "${KUBE_GENERATE_ONLY:-}" ]] || return 0
   install_binary "${bin}.tmp" "${bin}"
