@@ -21,14 +21,14 @@
 # Its shape (docs/testing.md, "CI's time"): the quick static checks; the
 # binaries the end-to-end packages run; then, side by side, three end-to-end
 # lanes and two tracks of everything else: one of kube-scheduler, kubeadm
-# and the images, go vet, generated code, the unit tests; one of
-# the monitoring checks, whose compile of Prometheus' parsers shares nothing
-# with the other. The tracks are CPU-bound and run niced, so they take the cores the
-# lanes leave and give them back when a lane needs them. A cold run is
-# CPU-bound from end to end: the stage table's CPU column says which stage
-# costs what, and the time saved is the CPU saved over the cores. At the
-# end: the stage table, and the budget (hack/ci-budget.tsv): 45 minutes
-# cold, 15 warm.
+# and the images, go vet, generated code, the unit tests; one of the
+# monitoring checks, whose compile of Prometheus' parsers shares nothing
+# with the other. The tracks are CPU-bound and run niced, so they take the
+# cores the lanes leave and give them back when a lane needs them. A cold
+# run is CPU-bound from end to end: the stage table's CPU column says which
+# stage costs what, and the time saved is the CPU saved over the cores. At
+# the end: the stage table, and the budget (hack/ci-budget.tsv): 45
+# minutes cold, 15 warm.
 source "$(dirname "${BASH_SOURCE[0]}")/lib/common.sh"
 cd "${REPO_ROOT}"
 
