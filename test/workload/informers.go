@@ -115,8 +115,11 @@ func (inf *Informers) Stop() { inf.once.Do(func() { close(inf.stopCh) }) }
 // ReflectorBackoffBound is the longest client-go's reflector sleeps before
 // it lists or watches again after a failure: its backoff doubles from 800
 // ms to 30 s, with jitter of up to 100 % (tools/cache/reflector.go,
-// defaultBackoffMax and defaultBackoffJitter: "[30,60) sec"). A reflector whose server was down may be in
-// that sleep when an episode heals, and no server can shorten it.
+// defaultBackoffMax and defaultBackoffJitter: "[30,60) sec"). A reflector
+// whose server was down may be in that sleep when an episode heals, and no
+// server can shorten it. A request open when the check starts counts as
+// the reflector's: if it then fails and the reflector sleeps, the bound
+// counts from the start, as before.
 const ReflectorBackoffBound = 60 * time.Second
 
 // Converge compares every informer of the given servers (nil: all) with
