@@ -22,7 +22,9 @@
 // response.go: what is done to a peer's answer (read-ahead, redirects, a
 // stream's clean end); writer.go: what the client was sent and what was
 // read of its body; buffers.go: the copy buffers; inflight.go: ending the
-// attempts to a peer that stopped answering.
+// attempts to a peer that stopped answering; unreachable.go: failing at
+// once the dials to an endpoint whose last dial timed out, until a probe
+// connects.
 //
 // The files follow one attempt: each is entered at most twice by it (the
 // reverse proxy's callbacks are grouped so), which keeps a request easy

@@ -68,6 +68,9 @@ type Proxier struct {
 	// inflight lets the view end the requests in flight to a peer that
 	// stopped answering (StopPeer).
 	inflight inflight
+	// unreachable fails at once the dials to a peer endpoint whose last
+	// dial timed out, until a probe connects to it again.
+	unreachable unreachable
 	// snapshot is where the filter's current routing snapshot is
 	// published (nil: every candidate is tried, none is gone): read before
 	// each attempt, so a candidate that stopped since the decision is
@@ -152,6 +155,9 @@ func (p *Proxier) Run(ctx context.Context) {
 			logger.Error(err, "peerdiscovery filter: reloading --peer-ca-file failed; keeping the previous CA")
 		}
 	}))
+	p.unreachable.mu.Lock()
+	p.unreachable.ctx = ctx
+	p.unreachable.mu.Unlock()
 	go p.ca.Run(ctx, 1)
 	go p.clientCert.Run(ctx, 1)
 }
@@ -179,9 +185,6 @@ func (p *Proxier) rebuildTransport() error {
 // the egress selector's dial), so that a candidate that cannot be reached
 // gives way to the next one.
 const PeerDialTimeout = 5 * time.Second
-
-// directDialer connects to peers when no egress selector applies.
-var directDialer = &net.Dialer{Timeout: PeerDialTimeout, KeepAlive: 30 * time.Second}
 
 // UseEgressSelector makes every connection to a peer go through the
 // egress selector's controlplane network context when kube-apiserver has
@@ -218,12 +221,40 @@ func (p *Proxier) UseEgressSelector(es *egressselector.EgressSelector) {
 // dialPeer makes the TCP connection of a transport to a peer, for the
 // requests it round-trips and the upgrades UpgradeAwareHandler dials
 // (proxy.DialURL takes the transport's DialContext).
+// A dial still pending after suspectAfter, or that timed out, marks the
+// endpoint unreachable: the dials after it fail at once until a probe
+// connects again (unreachable).
 func (p *Proxier) dialPeer(ctx context.Context, network, addr string) (net.Conn, error) {
+	if p.unreachable.marked(addr) {
+		return nil, unreachableError(network, addr)
+	}
+	mark := func() {
+		p.unreachable.mark(addr, p.clock, func(ctx context.Context) error {
+			conn, err := p.dial(ctx, network, addr, probeTimeout)
+			if err == nil {
+				_ = conn.Close()
+			}
+			return err
+		})
+	}
+	suspect := p.clock.AfterFunc(suspectAfter, mark)
+	conn, err := p.dial(ctx, network, addr, PeerDialTimeout)
+	suspect.Stop()
+	if dialTimedOut(ctx, err) {
+		mark()
+	}
+	return conn, err
+}
+
+// dial makes one TCP connection to a peer, directly or through the egress
+// selector, within timeout.
+func (p *Proxier) dial(ctx context.Context, network, addr string, timeout time.Duration) (net.Conn, error) {
 	dial := p.egressDial.Load()
 	if dial == nil {
-		return directDialer.DialContext(ctx, network, addr)
+		d := net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
+		return d.DialContext(ctx, network, addr)
 	}
-	return dialWithin(ctx, PeerDialTimeout, *dial, network, addr)
+	return dialWithin(ctx, timeout, *dial, network, addr)
 }
 
 // dialWithin calls dial bounded by timeout and ctx, even where dial does
