@@ -89,6 +89,7 @@ func (u *unreachable) mark(addr string, clk clock.Clock, probe func(ctx context.
 		u.marks = map[string]struct{}{}
 	}
 	u.marks[addr] = struct{}{}
+	klog.Background().Info("peerdiscovery filter: a connection to a peer endpoint could not be made in time; its requests fail at once (the next candidate, or 503) until a probe connects", "endpoint", addr)
 	ctx := u.ctx
 	if ctx == nil {
 		ctx = context.Background()
@@ -113,7 +114,7 @@ func (u *unreachable) probe(ctx context.Context, clk clock.Clock, addr string, d
 		err := dial(pctx)
 		cancel()
 		if err == nil || errors.Is(err, syscall.ECONNREFUSED) || ctx.Err() != nil || clk.Now().After(giveUp) {
-			klog.Background().V(2).Info("peerdiscovery filter: peer endpoint no longer marked unreachable", "endpoint", addr, "err", err)
+			klog.Background().Info("peerdiscovery filter: peer endpoint no longer marked unreachable", "endpoint", addr, "probeErr", err)
 			return
 		}
 		select {
