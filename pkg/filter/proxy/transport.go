@@ -69,7 +69,8 @@ type Proxier struct {
 	// stopped answering (StopPeer).
 	inflight inflight
 	// unreachable fails at once the dials to a peer endpoint whose last
-	// dial timed out, until a probe connects to it again.
+	// dial was pending over suspectAfter or timed out, until a probe
+	// connects to it again.
 	unreachable unreachable
 	// snapshot is where the filter's current routing snapshot is
 	// published (nil: every candidate is tried, none is gone): read before
