@@ -229,18 +229,28 @@ func (p *Proxier) dialPeer(ctx context.Context, network, addr string) (net.Conn,
 	if p.unreachable.marked(addr) {
 		return nil, unreachableError(network, addr)
 	}
+	// Only a direct dial is suspected early and probed within a second: a
+	// SYN is answered in milliseconds, while an egress proxy's CONNECT (or
+	// konnectivity dial) may take seconds on a path that works.
+	direct := p.egressDial.Load() == nil
+	probeBound := PeerDialTimeout
+	if direct {
+		probeBound = probeTimeout
+	}
 	mark := func() {
 		p.unreachable.mark(addr, p.clock, func(ctx context.Context) error {
-			conn, err := p.dial(ctx, network, addr, probeTimeout)
+			conn, err := p.dial(ctx, network, addr, probeBound)
 			if err == nil {
 				_ = conn.Close()
 			}
 			return err
 		})
 	}
-	suspect := p.clock.AfterFunc(suspectAfter, mark)
+	if direct {
+		suspect := p.clock.AfterFunc(suspectAfter, mark)
+		defer suspect.Stop()
+	}
 	conn, err := p.dial(ctx, network, addr, PeerDialTimeout)
-	suspect.Stop()
 	if dialTimedOut(ctx, err) {
 		mark()
 	}

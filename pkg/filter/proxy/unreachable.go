@@ -27,12 +27,13 @@ import (
 	"k8s.io/utils/clock"
 )
 
-// When an endpoint is marked, and how it is probed: a dial still pending
-// after suspectAfter marks it (a peer answers a SYN within milliseconds,
-// and the kernel resends a lost one after a second: one pending longer was
-// dropped, as a partition drops every packet), so that the requests
-// arriving after that second do not each wait PeerDialTimeout too; a probe
-// makes one TCP connection at a time, each bounded by probeTimeout,
+// When an endpoint is marked, and how it is probed: a direct dial still
+// pending after suspectAfter marks it (a peer answers a SYN within
+// milliseconds, and the kernel resends a lost one after a second: one
+// pending longer was dropped, as a partition drops every packet), so that
+// the requests arriving after that second do not each wait
+// PeerDialTimeout too; a probe makes one connection at a time, each
+// bounded by probeTimeout (PeerDialTimeout through the egress selector),
 // probeInterval apart, for at most maxUnreachableMark (then the mark goes,
 // and the next request's own dial decides again). A SYN lost by chance
 // marks an endpoint for about a second: the probe connects at once.
