@@ -40,21 +40,19 @@ const (
 	CIDuration = 150 * time.Second
 )
 
-// CIClientBounds is the bar of the CI soak's client figures, where ours
-// runs alone: upstream's own figures on CISeed, measured with
-// hack/chaos.sh --seed 4923 --routing both (no race detector: the test
-// command runs this package without it too) on the 2-core machine
-// (2026-12-05, two runs: p99 time to success 59.8 and 57.8 ms; 1,131 and
-// 1,149 operations skipped; 728 and 742 failed after retries). Only p99
-// is checked here (held to MinLatencyBar). Failed after retries: ours
-// 779 beside upstream's 742 before the recovery window, 650 beside 766
-// with it, 735 alone with its 5 s form (docs/reports/retry-after.md):
-// within upstream's own spread on this seed, so not a check that holds
-// every run.
-// Skipped: ours ranged from 802 to 1,424 over five runs of this seed, once
-// over 1.2 × upstream's, so the figure is not stable enough for CI. CI
-// carries no check that fails at random; the both-routing runs check both.
-var CIClientBounds = &ClientBounds{Seed: CISeed, P99ToSuccess: 60 * time.Millisecond, Failed: -1, Skipped: -1}
+// CIClientBounds are the limits of the CI soak's client figures, where
+// ours runs alone, from hack/chaos.sh --seed 4923 --routing both on the
+// 2-core machine (no race detector: the test command runs this package
+// without it too). Upstream's side, four runs (2026-12-05 and -06): p99
+// time to success 57.8 ms to 2,016 ms, failed after retries 728–839,
+// skipped 967–1,171. Ours, seven runs: failed 650–837, skipped 802–1,424;
+// beside upstream's it failed more once (837 against 827) and skipped more
+// than 1.2 × once (1,424). So CI holds ours to upstream's highest figure
+// plus that spread: p99 to MinLatencyBar (upstream's was lower in three
+// of four runs), failed to 1,000 (1.2 × 839), skipped to 1,750 (1.5 ×
+// 1,171). A server answering 503 where a peer could serve fails all three
+// and the floor; the 30-minute both-routing soaks hold the exact bars.
+var CIClientBounds = &ClientBounds{Seed: CISeed, P99ToSuccess: 60 * time.Millisecond, Failed: 1000, Skipped: 1750}
 
 var (
 	clusters []*localcluster.Cluster

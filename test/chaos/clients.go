@@ -92,8 +92,8 @@ func ClientsOf(r *Result) Clients {
 	return c
 }
 
-// ClientBounds are the bars of a soak that runs without upstream's side
-// (CI's): measured on upstream's routing on the same seed. A negative
+// ClientBounds are the limits of a soak that runs without upstream's side
+// (CI's), measured on the same seed (CIClientBounds says how). A negative
 // Failed or Skipped is not checked.
 type ClientBounds struct {
 	Seed         uint64
@@ -117,9 +117,10 @@ func CheckClients(ours, upstream *Result, bounds *ClientBounds, rate int) []Viol
 	switch {
 	case upstream != nil:
 		u := ClientsOf(upstream)
-		bar, source = &ClientBounds{Seed: upstream.Seed, P99ToSuccess: u.P99ToSuccess, Failed: u.Failed, Skipped: u.Skipped}, "upstream on this seed"
+		// Skipped varies most from run to run: 1.2 × upstream's.
+		bar, source = &ClientBounds{Seed: upstream.Seed, P99ToSuccess: u.P99ToSuccess, Failed: u.Failed, Skipped: int(SkippedFactor * float64(u.Skipped))}, "upstream on this seed"
 	case bounds != nil && bounds.Seed == ours.Seed:
-		bar, source = bounds, fmt.Sprintf("upstream's measured bound for seed %d", bounds.Seed)
+		bar, source = bounds, fmt.Sprintf("the measured bound for seed %d", bounds.Seed)
 	}
 	// Without a bar (another seed, ours alone) only the floor is checked.
 	if bar != nil {
@@ -129,8 +130,8 @@ func CheckClients(ours, upstream *Result, bounds *ClientBounds, rate int) []Viol
 		if bar.Failed >= 0 && c.Failed > bar.Failed {
 			v(InvClientFailed, "%d operations failed after retries, over %d (%s)", c.Failed, bar.Failed, source)
 		}
-		if limit := int(SkippedFactor * float64(bar.Skipped)); bar.Skipped >= 0 && c.Skipped > limit {
-			v(InvClientSkipped, "%d operations skipped (every worker busy), over %d (%.1f × %s: %d)", c.Skipped, limit, SkippedFactor, source, bar.Skipped)
+		if bar.Skipped >= 0 && c.Skipped > bar.Skipped {
+			v(InvClientSkipped, "%d operations skipped (every worker busy), over %d (%s)", c.Skipped, bar.Skipped, source)
 		}
 	}
 	servers := 0

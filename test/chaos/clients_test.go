@@ -76,6 +76,16 @@ func TestCheckClients(t *testing.T) {
 			r.Seed = CISeed
 			return r
 		}(), nil, CIClientBounds, []string{InvClientLatency}},
+		{"CI's bounds against a soak over its failed and skipped limits", func() *Result {
+			r := soakOf(30, 100*time.Millisecond, slices.Repeat([]workload.Sample{failed}, CIClientBounds.Failed+1)...)
+			r.Seed, r.Skipped = CISeed, CIClientBounds.Skipped+1
+			return r
+		}(), nil, CIClientBounds, []string{InvClientFailed, InvClientSkipped}},
+		{"CI's bounds at its limits", func() *Result {
+			r := soakOf(3000, 100*time.Millisecond, slices.Repeat([]workload.Sample{failed}, CIClientBounds.Failed)...)
+			r.Seed, r.Skipped = CISeed, CIClientBounds.Skipped
+			return r
+		}(), nil, CIClientBounds, nil},
 		{"bounds of another seed: floor only", soakOf(30, 100*time.Millisecond, failed, failed), nil, &ClientBounds{Seed: 8}, nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
