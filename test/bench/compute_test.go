@@ -17,9 +17,16 @@ package bench
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"strings"
 	"testing"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
 // The figures the report's goals are judged by, computed from samples
@@ -99,5 +106,75 @@ func TestParseListJSON(t *testing.T) {
 	}
 	if _, _, err := parseList([]byte(`{"items":[`), false); err == nil {
 		t.Error("a cut LIST parsed without an error")
+	}
+}
+
+func TestCountLeaseWrites(t *testing.T) {
+	lease := func(name, label, value string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system", ResourceVersion: name, Labels: map[string]string{label: value}}}
+	}
+	reg := lease("1", peerlease.RegistrationLabel, peerlease.RegistrationComponent)
+	served := lease("2", peerlease.RegistrationLabel, peerlease.ServedComponent)
+	served.Annotations = map[string]string{peerlease.ServedResourcesAnnotation: strings.Repeat("x", 1000)}
+	identity := lease("3", peerlease.IdentityLabel, peerlease.IdentityComponent)
+	other := lease("4", "app", "kube-scheduler")
+
+	fw := watch.NewFake()
+	go func() {
+		fw.Modify(reg)
+		fw.Modify(reg)
+		fw.Add(served)
+		fw.Modify(identity)
+		fw.Modify(other)
+		fw.Action(watch.Bookmark, lease("5", "", ""))
+		fw.Stop()
+	}()
+	writes := map[string]*LeaseWrites{}
+	rv, err := countLeaseWrites(context.Background(), fw, writes, "peerdiscovery")
+	if err != nil || rv != "5" {
+		t.Fatalf("countLeaseWrites: rv %q, %v", rv, err)
+	}
+	size := func(l *coordinationv1.Lease) int64 {
+		n, err := storedSize(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if size(served) < 1000 || size(reg) >= size(served) {
+		t.Fatalf("sizes: registration %d, served record %d", size(reg), size(served))
+	}
+	want := map[string]LeaseWrites{
+		LeaseRegistration: {Events: 2, Bytes: 2 * size(reg)},
+		LeaseServedRecord: {Events: 1, Bytes: size(served)},
+		LeaseIdentity:     {Events: 1, Bytes: size(identity)},
+	}
+	if len(writes) != len(want) {
+		t.Fatalf("classes %v, want %v", writes, want)
+	}
+	for class, w := range want {
+		if got := writes[class]; got == nil || got.Events != w.Events || got.Bytes != w.Bytes {
+			t.Errorf("%s: %+v, want %+v", class, got, w)
+		}
+	}
+}
+
+func TestRegistrationWritesGoal(t *testing.T) {
+	w := 100 * time.Second
+	st := CostState{Name: "gvrs", Leases: []LeaseWrites{
+		{Routing: "peerdiscovery", Class: LeaseRegistration, Events: 160, Bytes: 160_000, Window: w},
+		{Routing: "peerdiscovery", Class: LeaseServedRecord, Events: 1, Bytes: 5_000, Window: w},
+		{Routing: "peerdiscovery", Class: LeaseIdentity, Events: 50, Bytes: 40_000, Window: w}, // not registration's
+		{Routing: "upstream", Class: LeaseIdentity, Events: 50, Bytes: 40_000, Window: w},
+	}}
+	ours, up, ok := registrationWrites(st)
+	if !ok || ours.Bytes != 165_000 || ours.Events != 161 || up.Bytes != 40_000 {
+		t.Fatalf("registrationWrites: ours %+v, upstream %+v, %t", ours, up, ok)
+	}
+	r := &Result{Cost: &CostResult{States: []CostState{st}}}
+	var b strings.Builder
+	goals(&b, r)
+	if !strings.Contains(b.String(), "1650 B/s (1.6 writes/s): 4.12× | 400 B/s (0.5 writes/s) | **missed**") {
+		t.Fatalf("the goal's row:\n%s", b.String())
 	}
 }

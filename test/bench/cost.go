@@ -92,6 +92,9 @@ type CostState struct {
 	// Quiet is when each plane settled before the settle time began.
 	Quiet     []PlaneQuiet  `json:"quiet,omitempty"`
 	Processes []ProcessCost `json:"processes"`
+	// Leases are each plane's Lease writes by class over the steady
+	// window.
+	Leases []LeaseWrites `json:"leases,omitempty"`
 }
 
 // CostResult is the filter's own cost.
@@ -178,6 +181,14 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	if err != nil {
 		return st, err
 	}
+	var leaseWatches []*leaseWatch
+	for _, pl := range planes {
+		w, err := startLeaseWatch(ctx, pl)
+		if err != nil {
+			return st, err
+		}
+		leaseWatches = append(leaseWatches, w)
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(s.CostWindow):
@@ -189,6 +200,13 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 		}
 		p.cost.CPU = cpu1 - p.cpu0
 		_, p.cost.RSS = p.rss.end()
+	}
+	for _, w := range leaseWatches {
+		writes, err := w.done()
+		if err != nil {
+			return st, err
+		}
+		st.Leases = append(st.Leases, writes...)
 	}
 	if err := ctx.Err(); err != nil {
 		return st, err

@@ -28,6 +28,10 @@ const (
 	GoalLoadRatio     = 0.6                    // max proxied rps at p99 < 100 ms ≥ 0.6× direct
 	LoadP99Bound      = 100 * time.Millisecond // the p99 bound of the full load
 	GoalFilterRSS     = 32 << 20               // the filter adds ≤ 32 MiB RSS
+	// GoalRegistrationWrites: the filter's Lease bytes written per second
+	// ≤ 2× upstream's identity Leases'.
+	GoalRegistrationWrites = 2.0
+	GoalAllocRatio         = 1.2 // a server's allocation rate ≤ 1.2× upstream's (steady window)
 )
 
 func ms(d time.Duration) string  { return fmt.Sprintf("%.1f", float64(d)/float64(time.Millisecond)) }
@@ -124,6 +128,20 @@ func goals(b *strings.Builder, r *Result) {
 		fmt.Fprintf(b, "| the filter adds ≤ %s MiB RSS (%d servers, %d extra GVRs: %d CRDs + %d aggregated) | steady (%s after the change): %+.0f MiB (%s, mean over its servers); early (%s after): %+.0f MiB (%s) | (the baseline) | steady: %s; early: %s |\n",
 			mib(GoalFilterRSS), len(r.Cost.Servers), last.CRDs+last.StubGVRs, last.CRDs, last.StubGVRs,
 			r.Cost.SteadyAt, steady/(1<<20), steadyV, r.Cost.Settle, early/(1<<20), earlyV, met(steady <= GoalFilterRSS), met(early <= GoalFilterRSS))
+		for _, v := range versionsOf(last) {
+			alloc := func(p ProcessCost) (float64, bool) { return p.Allocated, p.Go != nil }
+			o, okO := meanOf(last, "peerdiscovery", v, alloc)
+			u, okU := meanOf(last, "upstream", v, alloc)
+			if okO && okU {
+				fmt.Fprintf(b, "| a kube-apiserver allocates ≤ %.1f× upstream's per second (%s, steady window, mean over its servers) | %.2f MiB/s: %.2f× | %.2f MiB/s | %s |\n",
+					GoalAllocRatio, v, o/(1<<20), ratio(o, u), u/(1<<20), met(o <= GoalAllocRatio*u))
+			}
+		}
+		if ours, up, ok := registrationWrites(last); ok {
+			fmt.Fprintf(b, "| registration's etcd bytes written per second ≤ %.0f× upstream's identity Leases' (steady window) | %.0f B/s (%.1f writes/s): %.2f× | %.0f B/s (%.1f writes/s) | %s |\n",
+				GoalRegistrationWrites, ours.BytesPerSecond(), ours.EventsPerSecond(), ratio(ours.BytesPerSecond(), up.BytesPerSecond()),
+				up.BytesPerSecond(), up.EventsPerSecond(), met(ours.BytesPerSecond() <= GoalRegistrationWrites*up.BytesPerSecond()))
+		}
 	}
 	b.WriteString("\n")
 }
@@ -334,6 +352,40 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 	}
 	b.WriteString("\n")
 	goMemoryTable(b, c)
+	leaseTable(b, c)
+}
+
+// registrationWrites are what registration writes in st: this filter's
+// registration and served-record Leases, upstream's identity Leases.
+func registrationWrites(st CostState) (ours, upstream LeaseWrites, ok bool) {
+	for _, w := range st.Leases {
+		switch {
+		case w.Routing == "peerdiscovery" && (w.Class == LeaseRegistration || w.Class == LeaseServedRecord):
+			ours.Events += w.Events
+			ours.Bytes += w.Bytes
+			ours.Window = w.Window
+		case w.Routing == "upstream" && w.Class == LeaseIdentity:
+			upstream = w
+		}
+	}
+	return ours, upstream, ours.Window > 0 && upstream.Window > 0
+}
+
+// leaseTable is each state's Lease writes by plane and class.
+func leaseTable(b *strings.Builder, c *CostResult) {
+	var rows strings.Builder
+	for _, st := range c.States {
+		for _, w := range st.Leases {
+			fmt.Fprintf(&rows, "| %s | %s | %s | %d | %.2f | %.0f | %.0f |\n", st.Name, w.Routing, w.Class, w.Events, w.EventsPerSecond(), w.BytesPerSecond(), float64(w.Bytes)/float64(max(w.Events, 1)))
+		}
+	}
+	if rows.Len() == 0 {
+		return
+	}
+	b.WriteString("Lease writes over the steady window (a watch of the Leases' namespace on each plane; each write is an etcd write and a watch event every kube-apiserver's watch cache decodes), by class: this filter's registration Leases (renewed every 3 s) and served-record Leases (written on change), kube-apiserver's own identity Leases (both planes). Bytes: the objects as kube-apiserver stores them (protobuf, with its envelope; etcd's key and revision overhead not counted).\n\n")
+	b.WriteString("| state | plane | class | writes | writes/s | bytes/s | bytes per write |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString(rows.String())
+	b.WriteString("\n")
 }
 
 // goMemoryTable splits each state's RSS difference: Go heap in use, heap
