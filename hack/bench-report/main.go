@@ -26,19 +26,29 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"sigs.k8s.io/peerdiscovery/test/bench"
 )
 
 func main() {
 	dir := flag.String("dir", "_output/bench", "folder of the run (result.json, heap profiles)")
+	runs := flag.String("median-of", "", "folders of cost runs, comma-separated, each already reported: print each cost goal's figure in every run and the median, and nothing else")
 	flag.Parse()
-	data, err := os.ReadFile(filepath.Join(*dir, "result.json"))
-	if err != nil {
-		fail(err)
+	if *runs != "" {
+		var results []*bench.Result
+		for _, d := range strings.Split(*runs, ",") {
+			res, err := readResult(d)
+			if err != nil {
+				fail(err)
+			}
+			results = append(results, res)
+		}
+		fmt.Print(bench.MedianMarkdown(results))
+		return
 	}
-	res := &bench.Result{}
-	if err := json.Unmarshal(data, res); err != nil {
+	res, err := readResult(*dir)
+	if err != nil {
 		fail(err)
 	}
 	if res.Cost != nil {
@@ -75,7 +85,8 @@ func main() {
 		}
 		res.CPU[pr.File] = f
 	}
-	if data, err = json.MarshalIndent(res, "", " "); err != nil {
+	data, err := json.MarshalIndent(res, "", " ")
+	if err != nil {
 		fail(err)
 	}
 	if err := os.WriteFile(filepath.Join(*dir, "result.json"), data, 0o644); err != nil {
@@ -90,6 +101,19 @@ func main() {
 		fail(err)
 	}
 	fmt.Printf("%s\n%s\n", md, png)
+}
+
+// readResult reads dir's result.json.
+func readResult(dir string) (*bench.Result, error) {
+	data, err := os.ReadFile(filepath.Join(dir, "result.json"))
+	if err != nil {
+		return nil, err
+	}
+	res := &bench.Result{}
+	if err := json.Unmarshal(data, res); err != nil {
+		return nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return res, nil
 }
 
 func fail(err error) {

@@ -178,3 +178,28 @@ func TestRegistrationWritesGoal(t *testing.T) {
 		t.Fatalf("the goal's row:\n%s", b.String())
 	}
 }
+
+func TestMedianMarkdown(t *testing.T) {
+	run := func(rssAdded float64, hour int) *Result {
+		mb := float64(1 << 20)
+		return &Result{Started: time.Date(2026, 12, 6, hour, 0, 0, 0, time.UTC), Cost: &CostResult{States: []CostState{{Name: "gvrs", Processes: []ProcessCost{
+			{Routing: "peerdiscovery", Version: "v1.37.2", RSS: (800 + rssAdded) * mb, Allocated: 1.1 * mb, Go: &GoMemory{}},
+			{Routing: "upstream", Version: "v1.37.2", RSS: 800 * mb, Allocated: mb, Go: &GoMemory{}},
+		}}}}}
+	}
+	got := MedianMarkdown([]*Result{run(40, 13), run(10, 14), run(30, 15)})
+	for _, want := range []string{
+		"| RSS added, v1.37.2 (MiB, steady) | 40.00 | 10.00 | 30.00 | 30.00 | ≤ 32.00 | met |",
+		"| allocation rate, v1.37.2 (× upstream's) | 1.10 | 1.10 | 1.10 | 1.10 | ≤ 1.20 | met |",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("no row %q in\n%s", want, got)
+		}
+	}
+	if got := MedianMarkdown([]*Result{run(40, 13), run(33, 14), run(10, 15)}); !strings.Contains(got, "| 33.00 | ≤ 32.00 | **missed** |") {
+		t.Errorf("a median of 33 MiB:\n%s", got)
+	}
+	if median([]float64{4, 1, 3, 2}) != 3 {
+		t.Error("median of an even count: the upper middle value")
+	}
+}

@@ -15,6 +15,7 @@
 package bench
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -106,10 +107,12 @@ const (
 // PathNames in report order.
 var PathNames = []string{PathDirect, PathProxied, PathUpstreamDirect, PathUpstreamProxied}
 
-// median of ds (0 for none).
-func median(ds []time.Duration) time.Duration {
+// median of ds, the upper of the two middle values for an even count (0
+// for none).
+func median[T cmp.Ordered](ds []T) T {
+	var zero T
 	if len(ds) == 0 {
-		return 0
+		return zero
 	}
 	s := slices.Clone(ds)
 	slices.Sort(s)
