@@ -24,33 +24,7 @@ import (
 	"sigs.k8s.io/peerdiscovery/pkg/cmd/server"
 )
 
-// defaultClientHealthCheck gives this process's clients an HTTP/2
-// connection health check of 5 s + 3 s, unless the environment sets one:
-// its informers watch through one kube-apiserver at a time, and one that
-// stops answering (frozen, cut off) would freeze its view of every peer for
-// client-go's default 30 s + 15 s. With 5 s + 3 s a stuck connection is
-// dropped, and the watches resume on another server, before a registration
-// Lease (10 s) can seem to lapse.
-//
-// It sets environment variables because they are the only setting there
-// is: k8s.io/apimachinery's SetTransportDefaults, under every client-go
-// transport (the engine's, and those k8s.io/apiserver builds for
-// delegated authentication and authorization), reads
-// HTTP2_READ_IDLE_TIMEOUT_SECONDS and HTTP2_PING_TIMEOUT_SECONDS and has
-// no field in rest.Config. It must run before any client is built.
-func defaultClientHealthCheck() {
-	for k, v := range map[string]string{
-		"HTTP2_READ_IDLE_TIMEOUT_SECONDS": "5",
-		"HTTP2_PING_TIMEOUT_SECONDS":      "3",
-	} {
-		if _, set := os.LookupEnv(k); !set {
-			_ = os.Setenv(k, v)
-		}
-	}
-}
-
 func main() {
-	defaultClientHealthCheck()
 	ctx := genericapiserver.SetupSignalContext()
 	cmd := server.NewCommand(ctx, server.NewOptions(), server.Run)
 	os.Exit(cli.Run(cmd))

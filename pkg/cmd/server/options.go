@@ -34,6 +34,7 @@ import (
 	apiservercompatibility "k8s.io/apiserver/pkg/util/compatibility"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/transport"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/component-base/cli/globalflag"
 	basecompatibility "k8s.io/component-base/compatibility"
@@ -210,8 +211,21 @@ func (o *Options) Config() (*pdapiserver.Config, error) {
 	cfg.FeatureGate = utilfeature.DefaultFeatureGate
 	cfg.EffectiveVersion = apiservercompatibility.DefaultComponentGlobalsRegistry.EffectiveVersionFor(basecompatibility.DefaultKubeComponent)
 
-	if err := o.RecommendedOptions.ApplyTo(cfg); err != nil {
+	ro := o.RecommendedOptions
+	healthCheck := withHealthCheck(clientHealthCheck)
+	if healthCheck != nil && ro.Authentication != nil {
+		ro.Authentication.CustomRoundTripperFn = healthCheck
+	}
+	if healthCheck != nil && ro.Authorization != nil {
+		ro.Authorization.CustomRoundTripperFn = healthCheck
+	}
+	if err := ro.ApplyTo(cfg); err != nil {
 		return nil, err
+	}
+	if healthCheck != nil && cfg.ClientConfig != nil {
+		// The engine's clients. First: a wrapper already there (tracing)
+		// hides the *http.Transport.
+		cfg.ClientConfig.WrapTransport = transport.Wrappers(healthCheck, cfg.ClientConfig.WrapTransport)
 	}
 	cfg.ShutdownDelayDuration = o.ShutdownDelay
 	cfg.Authentication.Authenticator = anonymousOnlyFor(cfg.Authentication.Authenticator, "/livez", "/readyz", "/healthz")
