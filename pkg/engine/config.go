@@ -73,6 +73,9 @@ type Config struct {
 	// Scrape reads one peer. Nil: a Scraper built from RESTConfig and
 	// Options (peer CA, server name, size bound).
 	Scrape ScrapeFunc
+	// Heartbeat asks one peer for its version. Nil: the Scraper's, and
+	// then Scrape must be nil too.
+	Heartbeat HeartbeatFunc
 	// Clock is the engine's time source. Nil: the real clock.
 	Clock clock.WithTicker
 	// PeerUID is the UID the Publisher's store gives the APIServerPeer of
@@ -97,6 +100,9 @@ func (c Config) Complete() (CompletedConfig, error) {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
+	if (c.Scrape == nil) != (c.Heartbeat == nil) {
+		return CompletedConfig{}, fmt.Errorf("engine config: Scrape and Heartbeat are set together or not at all")
+	}
 	if c.Scrape == nil {
 		caData, err := peerCA(c.Options.PeerCAFile, c.RESTConfig)
 		if err != nil {
@@ -106,7 +112,7 @@ func (c Config) Complete() (CompletedConfig, error) {
 		if err != nil {
 			return CompletedConfig{}, fmt.Errorf("building the peer client: %w", err)
 		}
-		c.Scrape = s.Scrape
+		c.Scrape, c.Heartbeat = s.Scrape, s.Heartbeat
 	}
 	return CompletedConfig{&completedConfig{c}}, nil
 }
@@ -116,7 +122,7 @@ func (c CompletedConfig) New() (*Engine, error) {
 	registerMetrics()
 	opts, clients := c.Options, c.Clients
 	e := &Engine{
-		opts: opts, clock: c.Clock, scrape: c.Scrape, publisher: c.Publisher, clients: clients, peerUID: c.PeerUID,
+		opts: opts, clock: c.Clock, scrape: c.Scrape, heartbeat: c.Heartbeat, publisher: c.Publisher, clients: clients, peerUID: c.PeerUID,
 		peers:           map[string]*peerState{},
 		lastClusterWide: map[schema.GroupVersion]string{},
 		deletedGVs:      map[schema.GroupVersion]bool{},

@@ -43,6 +43,8 @@ func (e *Engine) recheckNotReady(ctx context.Context) {
 	}
 }
 
+// startScrape reads p's whole discovery, now or, when a read is in
+// flight, right after it.
 func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 	if p.Left || p.Endpoint == "" {
 		return
@@ -51,13 +53,34 @@ func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 		p.again = true
 		return
 	}
-	p.inflight, p.again = true, false
-	id, endpoint := p.ServerID, p.Endpoint
+	p.again = false
 	// The documents go with their ETags: an unchanged one (304) is kept.
 	var prev *nopeer.Documents
 	if p.HasDocument {
 		prev = &nopeer.Documents{API: p.API, APIs: p.APIs, APIETag: p.APIETag, APIsETag: p.APIsETag}
 	}
+	e.startRead(ctx, p, false, func(ctx context.Context, endpoint string) (Document, error) {
+		return e.scrape(ctx, endpoint, prev)
+	})
+}
+
+// startHeartbeat asks a ready peer for its version, unless a read is in
+// flight (that one answers for its readiness).
+func (e *Engine) startHeartbeat(ctx context.Context, p *peerState) {
+	if p.Left || p.Endpoint == "" || p.inflight {
+		return
+	}
+	e.startRead(ctx, p, true, func(ctx context.Context, endpoint string) (Document, error) {
+		v, err := e.heartbeat(ctx, endpoint)
+		return Document{Version: v}, err
+	})
+}
+
+// startRead runs read against p's endpoint beside the Run goroutine, under
+// the concurrency bound and --scrape-timeout, and hands the result back.
+func (e *Engine) startRead(ctx context.Context, p *peerState, heartbeat bool, read func(context.Context, string) (Document, error)) {
+	p.inflight = true
+	id, endpoint := p.ServerID, p.Endpoint
 	go func() {
 		select {
 		case e.sem <- struct{}{}:
@@ -65,18 +88,30 @@ func (e *Engine) startScrape(ctx context.Context, p *peerState) {
 			return
 		}
 		defer func() { <-e.sem }()
-		sctx, cancel := context.WithTimeout(ctx, e.opts.ScrapeTimeout)
+		rctx, cancel := context.WithTimeout(ctx, e.opts.ScrapeTimeout)
 		defer cancel()
 		start := e.clock.Now()
-		doc, err := e.scrape(sctx, endpoint, prev)
+		doc, err := read(rctx, endpoint)
 		select {
-		case e.results <- scrapeResult{id: id, endpoint: endpoint, doc: doc, err: err, took: e.clock.Since(start)}:
+		case e.results <- scrapeResult{id: id, endpoint: endpoint, heartbeat: heartbeat, doc: doc, err: err, took: e.clock.Since(start)}:
 		case <-ctx.Done():
 		}
 	}()
 }
 
+// fullReadDue tells whether a refresh reads p's whole discovery rather
+// than its version. A peer whose registration Lease records nothing (an
+// upstream kube-apiserver, a peer known from an EndpointSlice, a filter
+// that could not encode its list) signals no change of its discovery, so
+// it is read in full each refresh; a peer that is not ready becomes ready
+// only by a full read; any other is read in full once per
+// --resync-interval, the safety poll.
+func (e *Engine) fullReadDue(p *peerState, now time.Time) bool {
+	return len(p.served) == 0 || !p.Ready || now.Sub(p.LastSyncTime) >= e.opts.ResyncInterval
+}
+
 func (e *Engine) apply(ctx context.Context, r scrapeResult) {
+	defer e.applied.Add(1)
 	p := e.peers[r.id]
 	if p == nil {
 		return
@@ -90,7 +125,7 @@ func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 	case r.err != nil:
 		typ := nopeer.TypeOf(r.err)
 		peerproxymetrics.IncPeerDiscoverySyncError(ctx, string(typ))
-		scrapeDuration.WithLabelValues("error").Observe(r.took.Seconds())
+		observeRead(r, "error")
 		msg := r.err.Error()
 		if len(msg) > 1024 {
 			msg = msg[:1024]
@@ -103,8 +138,15 @@ func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 		if newCause {
 			e.event(p, corev1.EventTypeWarning, ReasonNotReady, "Peer %s not ready: %s", p.ServerID, msg)
 		}
+	case r.heartbeat:
+		observeRead(r, "success")
+		// Only a full read makes a peer ready, and a new binary may serve
+		// another list under the same record (a patch release's).
+		if !p.Ready || (r.doc.Version != "" && r.doc.Version != p.BinaryVersion) {
+			p.again = true
+		}
 	default:
-		scrapeDuration.WithLabelValues("success").Observe(r.took.Seconds())
+		observeRead(r, "success")
 		if !r.doc.NotModified {
 			p.API, p.APIs, p.APIETag, p.APIsETag = r.doc.API, r.doc.APIs, r.doc.APIETag, r.doc.APIsETag
 			p.HasDocument, p.Recorded = true, false
@@ -121,4 +163,12 @@ func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 	if p.again {
 		e.startScrape(ctx, p)
 	}
+}
+
+func observeRead(r scrapeResult, result string) {
+	if r.heartbeat {
+		heartbeatDuration.WithLabelValues(result).Observe(r.took.Seconds())
+		return
+	}
+	scrapeDuration.WithLabelValues(result).Observe(r.took.Seconds())
 }

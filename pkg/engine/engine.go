@@ -53,6 +53,7 @@ type Engine struct {
 	opts      Options
 	clock     clock.WithTicker
 	scrape    ScrapeFunc
+	heartbeat HeartbeatFunc
 	publisher Publisher
 	// recorder is set by Run (startRecording), or by a test before it.
 	recorder record.EventRecorder
@@ -94,6 +95,9 @@ type Engine struct {
 	// turn need not publish, so tests wait on this to know an event was
 	// handled.
 	turns atomic.Uint64
+	// applied counts the reads whose results apply handled, for tests to
+	// wait on (a heartbeat that changes nothing publishes nothing).
+	applied atomic.Uint64
 
 	// eventGate, when set, decides whether an Event is emitted.
 	eventGate atomic.Pointer[func() bool]
@@ -125,13 +129,15 @@ type peerState struct {
 	unidentified bool
 }
 
-// scrapeResult is one finished scrape, handed back to the Run goroutine.
+// scrapeResult is one finished read, handed back to the Run goroutine.
 type scrapeResult struct {
 	id       string
 	endpoint string
-	doc      Document
-	err      error
-	took     time.Duration
+	// heartbeat: only the version was asked (doc is empty but for it).
+	heartbeat bool
+	doc       Document
+	err       error
+	took      time.Duration
 }
 
 // poke asks the loop to re-read the informers; coalesced.

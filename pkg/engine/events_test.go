@@ -45,7 +45,8 @@ func testPeerUID(name string) types.UID { return types.UID("uid-of-" + name) }
 // kind, name, no namespace, and the UID the store gives it.
 func TestEngineEventReferencesTheObject(t *testing.T) {
 	kube := fake.NewClientset()
-	e, err := newEngine(Config{Options: testOptions(), Clients: Clients{Kube: kube}, Publisher: newRecordingPublisher(), Scrape: newFakeScraper().Scrape,
+	fs := newFakeScraper()
+	e, err := newEngine(Config{Options: testOptions(), Clients: Clients{Kube: kube}, Publisher: newRecordingPublisher(), Scrape: fs.Scrape, Heartbeat: fs.Heartbeat,
 		PeerUID: testPeerUID})
 	if err != nil {
 		t.Fatal(err)

@@ -62,6 +62,8 @@ type fakeScraper struct {
 	mu     sync.Mutex
 	script map[string]behavior
 	calls  []scrapeCall
+	// beats are the endpoints of the heartbeats, in order.
+	beats []string
 }
 
 func newFakeScraper() *fakeScraper { return &fakeScraper{script: map[string]behavior{}} }
@@ -86,6 +88,26 @@ func (f *fakeScraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.
 		return Document{}, &nopeer.ReadError{Type: nopeer.ErrRefused, Path: "/api", Err: errors.New("connect: connection refused (unscripted endpoint)")}
 	}
 	return b(ctx, apiETag, apisETag)
+}
+
+// Heartbeat answers from the same script: the version of what a read would
+// get, or its error.
+func (f *fakeScraper) Heartbeat(ctx context.Context, endpoint string) (string, error) {
+	f.mu.Lock()
+	b := f.script[endpoint]
+	f.beats = append(f.beats, endpoint)
+	f.mu.Unlock()
+	if b == nil {
+		return "", &nopeer.ReadError{Type: nopeer.ErrRefused, Path: "/version", Err: errors.New("connect: connection refused (unscripted endpoint)")}
+	}
+	doc, err := b(ctx, "", "")
+	return doc.Version, err
+}
+
+func (f *fakeScraper) beatsTo(endpoint string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(slices.DeleteFunc(slices.Clone(f.beats), func(ep string) bool { return ep != endpoint }))
 }
 
 func (f *fakeScraper) callsTo(endpoint string) []scrapeCall {
@@ -320,7 +342,7 @@ func newHarness(t *testing.T, opts Options, s seed) *harness {
 		rec:     record.NewFakeRecorder(10000),
 	}
 	clients := Clients{Kube: h.kube, APIExtensions: h.ext, Aggregator: h.agg}
-	eng, err := newEngine(Config{Options: opts, Clients: clients, Publisher: h.pub, Scrape: h.scraper.Scrape, Clock: h.clk})
+	eng, err := newEngine(Config{Options: opts, Clients: clients, Publisher: h.pub, Scrape: h.scraper.Scrape, Heartbeat: h.scraper.Heartbeat, Clock: h.clk})
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

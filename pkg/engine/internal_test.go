@@ -107,8 +107,9 @@ func TestNewBuildsScraper(t *testing.T) {
 // started by Run.
 func TestNewStartsNothing(t *testing.T) {
 	before := runtime.NumGoroutine()
+	fs := newFakeScraper()
 	for range 5 {
-		if _, err := newEngine(Config{Options: testOptions(), Clients: Clients{Kube: fake.NewClientset()}, Publisher: newRecordingPublisher(), Scrape: newFakeScraper().Scrape}); err != nil {
+		if _, err := newEngine(Config{Options: testOptions(), Clients: Clients{Kube: fake.NewClientset()}, Publisher: newRecordingPublisher(), Scrape: fs.Scrape, Heartbeat: fs.Heartbeat}); err != nil {
 			t.Fatal(err)
 		}
 	}

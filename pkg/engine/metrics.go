@@ -34,6 +34,13 @@ var (
 		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
 		StabilityLevel: metrics.ALPHA,
 	}, []string{"result"})
+	heartbeatDuration = metrics.NewHistogramVec(&metrics.HistogramOpts{
+		Namespace:      "peerdiscovery",
+		Name:           "heartbeat_duration_seconds",
+		Help:           "Time to read one peer's /version between full reads (the readiness heartbeat), by result.",
+		Buckets:        []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10},
+		StabilityLevel: metrics.ALPHA,
+	}, []string{"result"})
 	peersGauge = metrics.NewGaugeVec(&metrics.GaugeOpts{
 		Namespace:      "peerdiscovery",
 		Name:           "peers",
@@ -66,6 +73,6 @@ var registerOnce sync.Once
 func registerMetrics() {
 	registerOnce.Do(func() {
 		peerproxymetrics.Register()
-		legacyregistry.MustRegister(scrapeDuration, peersGauge, routesGauge, computeDuration, publishDecisions)
+		legacyregistry.MustRegister(scrapeDuration, heartbeatDuration, peersGauge, routesGauge, computeDuration, publishDecisions)
 	})
 }

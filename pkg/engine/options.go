@@ -29,6 +29,7 @@ type Options struct {
 	PeerCAFile              string
 	PeerServerName          string
 	RefreshInterval         time.Duration
+	ResyncInterval          time.Duration
 	ScrapeTimeout           time.Duration
 	MaxDiscoveryBytes       int64
 	ScrapeConcurrency       int
@@ -41,6 +42,7 @@ func NewOptions() *Options {
 	return &Options{
 		PeerServerName:          nopeer.DefaultPeerServerName,
 		RefreshInterval:         10 * time.Second,
+		ResyncInterval:          time.Minute,
 		ScrapeTimeout:           5 * time.Second,
 		MaxDiscoveryBytes:       8 << 20,
 		ScrapeConcurrency:       8,
@@ -60,7 +62,9 @@ type durationFlag struct {
 func (o *Options) durationFlags() []durationFlag {
 	return []durationFlag{
 		{"refresh-interval", &o.RefreshInterval,
-			"How often every peer's discovery is re-read (with If-None-Match, so unchanged documents cost a 304)."},
+			"How often every peer is checked: its /version (the readiness heartbeat) when its registration Lease records what it serves, else its whole discovery (with If-None-Match, so unchanged documents cost a 304)."},
+		{"resync-interval", &o.ResyncInterval,
+			"How often a peer whose registration Lease records what it serves has its whole discovery read anyway (the safety poll). A new record, a CRD or APIService change, a new version or a peer back from not ready reads it at once."},
 		{"scrape-timeout", &o.ScrapeTimeout,
 			"Deadline for reading one peer's /api, /apis and /version."},
 		{"tombstone-period", &o.TombstonePeriod,

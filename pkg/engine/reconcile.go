@@ -59,16 +59,17 @@ func (e *Engine) clusterWide() map[schema.GroupVersion]string {
 	return clusterwide.GroupVersions(crds, apiServices)
 }
 
-// reconcile updates membership from the informers and starts scrapes: of
-// every idle peer when all is true (the periodic refresh), otherwise of new
-// peers, moved peers and, when CRDs or APIServices changed, every peer.
-func (e *Engine) reconcile(ctx context.Context, all bool) {
+// reconcile updates membership from the informers and starts reads: of
+// new peers, moved peers, peers owed one and, when CRDs or APIServices
+// changed, every peer; on a refresh, a heartbeat or a full read
+// (fullReadDue) of every other idle peer.
+func (e *Engine) reconcile(ctx context.Context, refresh bool) {
 	now := e.clock.Now()
 	obs := e.observe(ctx, now, e.lapseJudgeTime(now))
 	changedCW := e.updateClusterWide()
 	e.nextLapse = nextLapse(obs, now)
 	for id, o := range obs {
-		e.reconcilePeer(ctx, id, o, now, all || changedCW)
+		e.reconcilePeer(ctx, id, o, now, refresh, changedCW)
 	}
 	e.forgetUnobserved(obs, now)
 	e.releaseDeletedGVs()
@@ -119,8 +120,9 @@ func nextLapse(obs map[string]*observed, now time.Time) time.Time {
 }
 
 // reconcilePeer brings one observed identity's peer up to date and reads
-// it when it is new, moved, owed a read, or rescrapeAll is set.
-func (e *Engine) reconcilePeer(ctx context.Context, id string, o *observed, now time.Time, rescrapeAll bool) {
+// it in full when it is new, moved, owed a read, or rescrapeAll is set;
+// else a refresh checks it.
+func (e *Engine) reconcilePeer(ctx context.Context, id string, o *observed, now time.Time, refresh, rescrapeAll bool) {
 	p := e.peers[id]
 	if o.retiredBy != "" {
 		if p != nil {
@@ -138,8 +140,11 @@ func (e *Engine) reconcilePeer(ctx context.Context, id string, o *observed, now 
 	// A first read already in flight needs no second one: informer
 	// events (the initial list's among them) would otherwise read
 	// every new peer twice.
-	if rescrapeAll || (!p.tried && !p.inflight) || p.again {
+	switch {
+	case rescrapeAll || (!p.tried && !p.inflight) || p.again || refresh && e.fullReadDue(p, now):
 		e.startScrape(ctx, p)
+	case refresh:
+		e.startHeartbeat(ctx, p)
 	}
 }
 

@@ -28,6 +28,10 @@ import (
 // it (nil: none). (*Scraper).Scrape is one.
 type ScrapeFunc func(ctx context.Context, endpoint string, prev *nopeer.Documents) (Document, error)
 
+// HeartbeatFunc asks one peer for its /version only: the readiness
+// heartbeat between full reads. (*Scraper).Heartbeat is one.
+type HeartbeatFunc func(ctx context.Context, endpoint string) (version string, err error)
+
 // Document is one peer's discovery as read.
 type Document struct {
 	API, APIs         []apidiscoveryv2.APIGroupDiscovery
@@ -82,4 +86,12 @@ func (s *Scraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.Docu
 		return Document{}, err
 	}
 	return doc, nil
+}
+
+// Heartbeat reads /version from endpoint: a static document, so the peer
+// neither rebuilds its discovery (kube-aggregator invalidates that cache
+// on every APIService resync) nor asks etcd (as /readyz would). Failures
+// are *nopeer.ReadError, as Scrape's.
+func (s *Scraper) Heartbeat(ctx context.Context, endpoint string) (string, error) {
+	return s.client.Version(ctx, (&url.URL{Scheme: "https", Host: endpoint}).String())
 }

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 
+	"sigs.k8s.io/peerdiscovery/internal/localcluster"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 )
 
@@ -110,4 +111,42 @@ func TestRenewalsCarryOnlyLiveness(t *testing.T) {
 		t.Errorf("%d renewals of %d servers in 10 s: the watch saw too few to tell", renewals, len(ids))
 	}
 	t.Logf("in 10 s: %d renewals, %d served-record writes", renewals, served)
+}
+
+// Between changes, a refresh asks each server only for its /version (the
+// readiness heartbeat, #48): over ten refreshes of a quiet plane a replica
+// reads each server's discovery in full at most twice (the once-a-minute
+// safety poll, and one CRD or APIService change left over from an earlier
+// test), where a full read per refresh made 10 per server. That a change
+// is still read at once is crd_test's and skew_test's.
+func TestRefreshesBetweenChangesAreHeartbeats(t *testing.T) {
+	ids := readyPlane(t)
+	reads := func(i int) (full, beats float64) {
+		m := scrape(t, cluster.ExtensionConfig(i))
+		for _, v := range m["peerdiscovery_scrape_duration_seconds_count"] {
+			full += v
+		}
+		for _, v := range m["peerdiscovery_heartbeat_duration_seconds_count"] {
+			beats += v
+		}
+		return full, beats
+	}
+	replicas := len(cluster.Extensions())
+	fullBefore, beatsBefore := make([]float64, replicas), make([]float64, replicas)
+	for i := range replicas {
+		fullBefore[i], beatsBefore[i] = reads(i)
+	}
+	const refreshes = 10
+	time.Sleep(refreshes * localcluster.DefaultRefreshInterval)
+	for i := range replicas {
+		full, beats := reads(i)
+		full, beats = full-fullBefore[i], beats-beatsBefore[i]
+		t.Logf("replica %d, %d servers, %d refreshes: %.0f full reads, %.0f heartbeats", i, len(ids), refreshes, full, beats)
+		if full > float64(2*len(ids)) {
+			t.Errorf("replica %d: %.0f full reads of %d servers in %d refreshes, want at most %d", i, full, len(ids), refreshes, 2*len(ids))
+		}
+		if beats < float64((refreshes-3)*len(ids)) {
+			t.Errorf("replica %d: %.0f heartbeats of %d servers in %d refreshes, want at least %d", i, beats, len(ids), refreshes, (refreshes-3)*len(ids))
+		}
+	}
 }
