@@ -47,6 +47,18 @@ func (h *harness) tickAndWait(reads int) {
 	poll.Eventually(h.t, fmt.Sprintf("%d reads handled", reads), func() bool { return h.eng.applied.Load() >= before+uint64(reads) })
 }
 
+// startRecordedPeer starts an engine with one peer, a, whose Lease records
+// what it serves, and waits until a is ready.
+func startRecordedPeer(t *testing.T) (*harness, Document) {
+	t.Helper()
+	docA := document("v1.37.2", grp("apps", ver("v1", "deployments")), grp("only-a.example.com", ver("v1", "things")))
+	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "v1.37.2", t0), servedLease(t, idA, docA)}})
+	h.scraper.set(epA, serve(docA))
+	h.start()
+	h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
+	return h, docA
+}
+
 // Between full reads, a refresh asks a peer whose Lease records what it
 // serves only for its /version: its record, a CRD or an APIService change
 // would say if its discovery changed. It is still read in full once per
@@ -97,11 +109,7 @@ func TestEngineHeartbeatsARecordedPeerBetweenFullReads(t *testing.T) {
 // once it answers again, the not-ready recheck reads it in full and it is
 // ready.
 func TestEngineFailedHeartbeatMakesThePeerNotReady(t *testing.T) {
-	docA := document("v1.37.2", grp("apps", ver("v1", "deployments")), grp("only-a.example.com", ver("v1", "things")))
-	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "v1.37.2", t0), servedLease(t, idA, docA)}})
-	h.scraper.set(epA, serve(docA))
-	h.start()
-	h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
+	h, docA := startRecordedPeer(t)
 	full := len(h.scraper.callsTo(epA))
 
 	h.scraper.set(epA, fail(nopeer.ErrTimeout))
@@ -124,11 +132,7 @@ func TestEngineFailedHeartbeatMakesThePeerNotReady(t *testing.T) {
 // new binary under the same record (a patch release) may describe its
 // resources otherwise.
 func TestEngineHeartbeatWithANewVersionReadsInFull(t *testing.T) {
-	docA := document("v1.37.2", grp("apps", ver("v1", "deployments")), grp("only-a.example.com", ver("v1", "things")))
-	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "v1.37.2", t0), servedLease(t, idA, docA)}})
-	h.scraper.set(epA, serve(docA))
-	h.start()
-	h.pub.waitFor(t, "a ready", func(v compute.Output) bool { return isReady(v, idA) })
+	h, _ := startRecordedPeer(t)
 	full := len(h.scraper.callsTo(epA))
 
 	patched := document("v1.37.3", grp("apps", ver("v1", "deployments")), grp("only-a.example.com", ver("v1", "things")))
