@@ -18,10 +18,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"sigs.k8s.io/peerdiscovery/internal/testrelay"
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/peerlease"
 	"sigs.k8s.io/peerdiscovery/pkg/routing"
@@ -245,63 +244,6 @@ func justLapsedLease(id, endpoint string) *coordinationv1.Lease {
 	return peerlease.NewRegistrationLease(nil, id, endpoint, "v1.37.2", "", time.Now().Add(-(peerlease.DefaultDurationSeconds+2)*time.Second))
 }
 
-// silentRelay forwards TCP to a peer until frozen; then it holds the
-// connections open and forwards nothing, as a frozen or cut-off peer does.
-type silentRelay struct {
-	ln     net.Listener
-	frozen chan struct{}
-	once   sync.Once
-}
-
-func newSilentRelay(t *testing.T, target string) *silentRelay {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &silentRelay{ln: ln, frozen: make(chan struct{})}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			t.Cleanup(func() { _ = c.Close(); _ = up.Close() })
-			go r.pipe(up, c)
-			go r.pipe(c, up)
-		}
-	}()
-	return r
-}
-
-func (r *silentRelay) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		select {
-		case <-r.frozen:
-			return // hold both ends open, forward nothing more
-		default:
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (r *silentRelay) freeze()          { r.once.Do(func() { close(r.frozen) }) }
-func (r *silentRelay) endpoint() string { return r.ln.Addr().String() }
-
 // TestPeerConnectionHealthCheck: a peer that goes silent while a write is
 // in flight (frozen, cut off) fails its connection's HTTP/2 health check,
 // and the write gets 504 (it was sent; never resent), not the response
@@ -311,17 +253,17 @@ func TestPeerConnectionHealthCheck(t *testing.T) {
 	e := newEnv(t, peerHeaderTimeout(10*time.Minute), peerHTTP2(PeerHTTP2{ReadIdleTimeout: time.Second, PingTimeout: time.Second}))
 	received := make(chan string, 4)
 	peer := hangingPeer(e, received)
-	relay := newSilentRelay(t, peer.endpoint())
+	relay := testrelay.New(t, peer.endpoint())
 	other := e.newPeer(nil)
 	ids := order("p1", "p2")
 	e.setLocal()
-	e.setRoutes(route(widgetsGVR, readyPeer(ids[0], relay.endpoint()), readyPeer(ids[1], other.endpoint())))
+	e.setRoutes(route(widgetsGVR, readyPeer(ids[0], relay.Addr()), readyPeer(ids[1], other.endpoint())))
 	done := make(chan *http.Response, 1)
 	go func() {
 		done <- e.do(e.newRequest(http.MethodPost, "/apis/example.com/v1/namespaces/ns1/widgets", strings.NewReader(`{}`)))
 	}()
 	<-received
-	relay.freeze()
+	relay.Freeze()
 	select {
 	case resp := <-done:
 		body := readBody(t, resp)

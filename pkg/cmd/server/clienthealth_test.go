@@ -18,12 +18,10 @@ import (
 	"crypto/tls"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -31,62 +29,12 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	certutil "k8s.io/client-go/util/cert"
+
+	"sigs.k8s.io/peerdiscovery/internal/testrelay"
 )
 
-// freezableProxy forwards TCP connections to backend until frozen; then it
-// stops forwarding in both directions, as a frozen or cut-off server does,
-// without closing anything.
-type freezableProxy struct {
-	ln     net.Listener
-	frozen atomic.Bool
-}
-
-func newFreezableProxy(t *testing.T, backend string) *freezableProxy {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezableProxy{ln: ln}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			b, err := net.Dial("tcp", backend)
-			if err != nil {
-				_ = c.Close()
-				continue
-			}
-			t.Cleanup(func() { _ = c.Close(); _ = b.Close() })
-			go p.pipe(b, c)
-			go p.pipe(c, b)
-		}
-	}()
-	return p
-}
-
-func (p *freezableProxy) pipe(dst, src net.Conn) {
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		for p.frozen.Load() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if n > 0 {
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// streamThenFreeze opens a streaming GET through a freezable proxy with a
-// client built from cfg, freezes the proxy once the headers are in, and
+// streamThenFreeze opens a streaming GET through a relay with a client
+// built from cfg, freezes the relay once the headers are in, and
 // returns how the body read ended: its error, or errStillBlocked when it
 // was still waiting after wait.
 func streamThenFreeze(t *testing.T, wrap func(*rest.Config), wait time.Duration) error {
@@ -109,9 +57,9 @@ func streamThenFreeze(t *testing.T, wrap func(*rest.Config), wait time.Duration)
 	srv.EnableHTTP2 = true
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
-	proxy := newFreezableProxy(t, srv.Listener.Addr().String())
+	relay := testrelay.New(t, srv.Listener.Addr().String())
 
-	cfg := &rest.Config{Host: "https://" + proxy.ln.Addr().String(), TLSClientConfig: rest.TLSClientConfig{
+	cfg := &rest.Config{Host: "https://" + relay.Addr(), TLSClientConfig: rest.TLSClientConfig{
 		CAData:     certPEM,
 		ServerName: "example.com",
 	}}
@@ -128,7 +76,7 @@ func streamThenFreeze(t *testing.T, wrap func(*rest.Config), wait time.Duration)
 	if resp.ProtoMajor != 2 {
 		t.Fatalf("the client speaks %s, want HTTP/2", resp.Proto)
 	}
-	proxy.frozen.Store(true)
+	relay.Freeze()
 	read := make(chan error, 1)
 	go func() { _, err := io.Copy(io.Discard, resp.Body); read <- err }()
 	select {
