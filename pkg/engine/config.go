@@ -148,8 +148,20 @@ func (c CompletedConfig) New() (*Engine, error) {
 				e.poke()
 			}
 		}
-		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    func(interface{}) { changed() },
+		if inf == e.crds || inf == e.apiservice {
+			changed = func() {
+				e.discoveryEvent.Store(e.clock.Now().UnixNano())
+				e.poke()
+			}
+		}
+		if _, err := inf.AddEventHandler(cache.ResourceEventHandlerDetailedFuncs{
+			AddFunc: func(_ interface{}, initial bool) {
+				if initial {
+					e.poke() // a replica's first reads are full reads anyway
+					return
+				}
+				changed()
+			},
 			UpdateFunc: func(old, cur interface{}) { changed() },
 			DeleteFunc: func(interface{}) { changed() },
 		}); err != nil {

@@ -104,11 +104,23 @@ func (e *Engine) startRead(ctx context.Context, p *peerState, heartbeat bool, re
 // upstream kube-apiserver, a peer known from an EndpointSlice, a filter
 // that could not encode its list) signals no change of its discovery, so
 // it is read in full each refresh; a peer that is not ready becomes ready
-// only by a full read; any other is read in full once per
-// --resync-interval, the safety poll.
+// only by a full read. For discoveryChurnRefreshes refresh intervals after
+// a CRD or APIService event every refresh is a full read: a server's /apis shows
+// the change seconds after the event (a CRD once established, an
+// APIService once this server finds it available), each server at its own
+// moment, so the read the event starts can come too early. Any other peer
+// is read in full once per --resync-interval, the safety poll.
 func (e *Engine) fullReadDue(p *peerState, now time.Time) bool {
-	return len(p.served) == 0 || !p.Ready || now.Sub(p.LastSyncTime) >= e.opts.ResyncInterval
+	if len(p.served) == 0 || !p.Ready || now.Sub(p.LastSyncTime) >= e.opts.ResyncInterval {
+		return true
+	}
+	last := e.discoveryEvent.Load()
+	return last != 0 && now.Sub(time.Unix(0, last)) < discoveryChurnRefreshes*e.opts.RefreshInterval
 }
+
+// discoveryChurnRefreshes is how many refresh intervals after a CRD or
+// APIService event every refresh reads every peer in full.
+const discoveryChurnRefreshes = 3
 
 func (e *Engine) apply(ctx context.Context, r scrapeResult) {
 	defer e.applied.Add(1)

@@ -90,6 +90,10 @@ type Engine struct {
 	// leaseHeard is when the Lease informer last delivered an event (Unix
 	// ns on the engine's clock): see lapseJudgeTime.
 	leaseHeard atomic.Int64
+	// discoveryEvent is when the CRD or APIService informer last delivered
+	// an event past its initial list (Unix ns on the engine's clock; 0:
+	// none): see fullReadDue.
+	discoveryEvent atomic.Int64
 
 	// turns counts Run's loop turns that ended in a publish decision: a
 	// turn need not publish, so tests wait on this to know an event was

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"sigs.k8s.io/peerdiscovery/pkg/compute"
@@ -145,5 +146,47 @@ func TestEngineHeartbeatWithANewVersionReadsInFull(t *testing.T) {
 	})
 	if got := h.scraper.beatsTo(epA); got != 1 {
 		t.Errorf("%d heartbeats, want 1", got)
+	}
+}
+
+// A server's /apis shows a new CRD seconds after the CRD's event. The read
+// the event starts finds the old document; the next refreshes read the
+// peer in full again (not a heartbeat), so the CRD's group-version is in
+// the view within a refresh, not a --resync-interval. From
+// discoveryChurnRefreshes refresh intervals after the event, heartbeats
+// again.
+func TestEngineReadsInFullForRefreshesAfterADiscoveryEvent(t *testing.T) {
+	h, _ := startRecordedPeer(t)
+	h.tickAndWait(1)
+	if got := h.scraper.beatsTo(epA); got != 1 {
+		t.Fatalf("%d heartbeats before the CRD, want 1", got)
+	}
+	full := len(h.scraper.callsTo(epA))
+
+	if _, err := h.ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx(),
+		crd("late.example.com", "gadgets", map[string]bool{"v1": true}), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The event's read: the server does not list it yet.
+	h.waitCalls(epA, full+1)
+	withCRD := document("v1.37.2", grp("apps", ver("v1", "deployments")), grp("only-a.example.com", ver("v1", "things")), grp("late.example.com", ver("v1", "gadgets")))
+	h.scraper.set(epA, serve(withCRD))
+	h.tickAndWait(1)
+	h.waitCalls(epA, full+2)
+	h.pub.waitFor(t, "the CRD's route", func(v compute.Output) bool { return routeOf(v, "gadgets.v1.late.example.com") != nil })
+
+	// The event came at a refresh: the refreshes within
+	// discoveryChurnRefreshes intervals of it read in full.
+	for i := 2; i < discoveryChurnRefreshes; i++ {
+		h.tickAndWait(1)
+		h.waitCalls(epA, full+1+i)
+	}
+	beats := h.scraper.beatsTo(epA)
+	h.tickAndWait(1)
+	if got := h.scraper.beatsTo(epA); got != beats+1 {
+		t.Fatalf("refresh %d after the CRD: %d heartbeats, want %d", discoveryChurnRefreshes, got, beats+1)
+	}
+	if got := len(h.scraper.callsTo(epA)); got != full+discoveryChurnRefreshes {
+		t.Errorf("%d full reads, want %d", got, full+discoveryChurnRefreshes)
 	}
 }
