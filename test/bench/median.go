@@ -42,16 +42,11 @@ func CostFigures(r *Result) []CostFigure {
 			f, ok := r.Heap[p.HeapProfile]
 			return f.InUse, ok
 		}
-		if o, ok := meanOf(st, "peerdiscovery", v, heap); ok {
-			if u, ok := meanOf(st, "upstream", v, heap); ok {
-				out = append(out, CostFigure{Name: "live heap after a GC added, " + v + " (MiB)", Value: (o - u) / (1 << 20)})
-			}
+		if o, u, ok := planeMeans(st, v, heap); ok {
+			out = append(out, CostFigure{Name: "live heap after a GC added, " + v + " (MiB)", Value: (o - u) / (1 << 20)})
 		}
-		alloc := func(p ProcessCost) (float64, bool) { return p.Allocated, p.Go != nil }
-		if o, ok := meanOf(st, "peerdiscovery", v, alloc); ok {
-			if u, ok := meanOf(st, "upstream", v, alloc); ok {
-				out = append(out, CostFigure{Name: "allocation rate, " + v + " (× upstream's)", Value: ratio(o, u), Bound: GoalAllocRatio})
-			}
+		if o, u, ok := planeMeans(st, v, allocated); ok {
+			out = append(out, CostFigure{Name: "allocation rate, " + v + " (× upstream's)", Value: ratio(o, u), Bound: GoalAllocRatio})
 		}
 	}
 	if ours, up, ok := registrationWrites(st); ok {

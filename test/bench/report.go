@@ -129,10 +129,7 @@ func goals(b *strings.Builder, r *Result) {
 			mib(GoalFilterRSS), len(r.Cost.Servers), last.CRDs+last.StubGVRs, last.CRDs, last.StubGVRs,
 			r.Cost.SteadyAt, steady/(1<<20), steadyV, r.Cost.Settle, early/(1<<20), earlyV, met(steady <= GoalFilterRSS), met(early <= GoalFilterRSS))
 		for _, v := range versionsOf(last) {
-			alloc := func(p ProcessCost) (float64, bool) { return p.Allocated, p.Go != nil }
-			o, okO := meanOf(last, "peerdiscovery", v, alloc)
-			u, okU := meanOf(last, "upstream", v, alloc)
-			if okO && okU {
+			if o, u, ok := planeMeans(last, v, allocated); ok {
 				fmt.Fprintf(b, "| a kube-apiserver allocates ≤ %.1f× upstream's per second (%s, steady window, mean over its servers) | %.2f MiB/s: %.2f× | %.2f MiB/s | %s |\n",
 					GoalAllocRatio, v, o/(1<<20), ratio(o, u), u/(1<<20), met(o <= GoalAllocRatio*u))
 			}
@@ -255,6 +252,17 @@ func meanRSS(st CostState, routing, version string) float64 {
 func meanRSSOf(st CostState, routing, version string, rss func(ProcessCost) float64) float64 {
 	m, _ := meanOf(st, routing, version, func(p ProcessCost) (float64, bool) { return rss(p), true })
 	return m
+}
+
+// allocated is a server's allocation rate over the steady window, if read.
+func allocated(p ProcessCost) (float64, bool) { return p.Allocated, p.Go != nil }
+
+// planeMeans are meanOf both planes' servers of version, and whether both
+// had a value.
+func planeMeans(st CostState, version string, value func(ProcessCost) (float64, bool)) (ours, upstream float64, ok bool) {
+	ours, okO := meanOf(st, "peerdiscovery", version, value)
+	upstream, okU := meanOf(st, "upstream", version, value)
+	return ours, upstream, okO && okU
 }
 
 // meanOf is the mean of value over the plane's kube-apiservers of version
