@@ -183,7 +183,7 @@ func (p *peerState) follow(o *observed) {
 	// missing (a false 404).
 	p.useRecordedList(o.served)
 	// The peer's filter records what the peer serves on every renewal
-	// (every 3 s) from its own reads: a new list means its discovery
+	// (every 5 s) from its own reads: a new list means its discovery
 	// changed (a server that just started registers its new groups'
 	// APIServices after its first renewal), so read it now rather
 	// than at the next refresh, which left a just-upgraded server's new

@@ -136,7 +136,9 @@ func New(opts Options) (*Filter, error) {
 		opts.PeerServerName = nopeer.DefaultPeerServerName
 	}
 	if opts.LocalRefreshInterval == 0 {
-		opts.LocalRefreshInterval = 30 * time.Second
+		// Only a guard against a missed event: kube-aggregator refreshes
+		// aggregated discovery each minute too.
+		opts.LocalRefreshInterval = time.Minute
 	}
 	if opts.RetryAfterSeconds == 0 {
 		// As the watch cache while it initializes: client-go's 10

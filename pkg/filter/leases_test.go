@@ -263,7 +263,7 @@ func TestLeaseRecordedResourceIsNever404(t *testing.T) {
 	check("recorded by the renewal", "/apis/new.example.com/v1/gizmos", nil, proxied)
 	check("no longer recorded", "/apis/new.example.com/v1/namespaces/ns1/gadgets", nil, local)
 	// The Lease lapses when its renewals stop.
-	clk.SetTime(now.Add(11 * time.Second))
+	clk.SetTime(now.Add((peerlease.DefaultDurationSeconds + 1) * time.Second))
 	check("lapsed since", "/apis/new.example.com/v1/gizmos", nil, local)
 	clk.SetTime(now)
 	srv.events <- `{"type":"DELETED","object":` + registrationLease(t, "b", now, time.Time{}, "7", gizmos) + `}`

@@ -48,10 +48,19 @@ const (
 	NamePrefix = "peerdiscovery-"
 
 	// DefaultDurationSeconds is short so that a dead server is noticed in
-	// seconds; the filter renews every DefaultRenewInterval.
-	DefaultDurationSeconds = 10
-	// DefaultRenewInterval is how often the filter renews its Lease.
-	DefaultRenewInterval = 3 * time.Second
+	// seconds (upstream's peer endpoint leases live 15 s too); the filter
+	// renews every DefaultRenewInterval, three times per duration.
+	DefaultDurationSeconds = 15
+	// DefaultRenewInterval is how often the filter renews its Lease. Every
+	// renewal is an etcd write and a watch event that every kube-apiserver's
+	// watch cache decodes: at 5 s, with only renewTime in the managed
+	// fields, the servers' renewals cost etcd at most twice what upstream's
+	// identity Leases do (renewed every 10 s); a failed renewal is retried
+	// after RenewRetryInterval, so a server back from a partition is not
+	// kept waiting for the next one.
+	DefaultRenewInterval = 5 * time.Second
+	// RenewRetryInterval is how soon a failed renewal is tried again.
+	RenewRetryInterval = time.Second
 
 	// IdentityLabel is upstream's identity Lease label
 	// (k8s.io/kubernetes/pkg/controlplane/apiserver.IdentityLeaseComponentLabelKey).

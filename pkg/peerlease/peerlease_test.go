@@ -100,7 +100,7 @@ func TestNewRegistrationLeaseRenew(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Endpoint != "10.0.0.2:6443" || r.BinaryVersion != "v1.37.2" || !r.Expires.Equal(later.Add(10*time.Second)) {
+	if r.Endpoint != "10.0.0.2:6443" || r.BinaryVersion != "v1.37.2" || !r.Expires.Equal(later.Add(DefaultDurationSeconds*time.Second)) {
 		t.Errorf("renewed registration = %+v", r)
 	}
 }
@@ -220,9 +220,9 @@ func TestLapse(t *testing.T) {
 		wantExpires time.Time
 	}{
 		{"renew time and duration", &t0, &acquired, ptr.To[int32](30), 0, t0, t0.Add(30 * time.Second)},
-		{"no duration: default", &t0, nil, nil, 0, t0, t0.Add(10 * time.Second)},
-		{"zero duration: default", &t0, nil, ptr.To[int32](0), 0, t0, t0.Add(10 * time.Second)},
-		{"negative duration: default", &t0, nil, ptr.To[int32](-5), 0, t0, t0.Add(10 * time.Second)},
+		{"no duration: default", &t0, nil, nil, 0, t0, t0.Add(DefaultDurationSeconds * time.Second)},
+		{"zero duration: default", &t0, nil, ptr.To[int32](0), 0, t0, t0.Add(DefaultDurationSeconds * time.Second)},
+		{"negative duration: default", &t0, nil, ptr.To[int32](-5), 0, t0, t0.Add(DefaultDurationSeconds * time.Second)},
 		{"no renew: acquire time", nil, &acquired, ptr.To[int32](30), 0, acquired, acquired.Add(30 * time.Second)},
 		{"neither: creation time", nil, nil, ptr.To[int32](30), 0, created, created.Add(30 * time.Second)},
 		{"staleAfter shorter wins", &t0, nil, ptr.To[int32](3600), 45 * time.Second, t0, t0.Add(45 * time.Second)},

@@ -32,7 +32,7 @@ import (
 
 // Lease classes: what writes them.
 const (
-	LeaseRegistration = "registration"  // the filter's, renewed every 3 s
+	LeaseRegistration = "registration"  // the filter's, renewed every 5 s
 	LeaseServedRecord = "served record" // the filter's, written on change
 	LeaseIdentity     = "identity"      // kube-apiserver's own (APIServerIdentity)
 )

@@ -390,7 +390,7 @@ func leaseTable(b *strings.Builder, c *CostResult) {
 	if rows.Len() == 0 {
 		return
 	}
-	b.WriteString("Lease writes over the steady window (a watch of the Leases' namespace on each plane; each write is an etcd write and a watch event every kube-apiserver's watch cache decodes), by class: this filter's registration Leases (renewed every 3 s) and served-record Leases (written on change), kube-apiserver's own identity Leases (both planes). Bytes: the objects as kube-apiserver stores them (protobuf, with its envelope; etcd's key and revision overhead not counted).\n\n")
+	b.WriteString("Lease writes over the steady window (a watch of the Leases' namespace on each plane; each write is an etcd write and a watch event every kube-apiserver's watch cache decodes), by class: this filter's registration Leases (renewed every 5 s) and served-record Leases (written on change), kube-apiserver's own identity Leases (both planes). Bytes: the objects as kube-apiserver stores them (protobuf, with its envelope; etcd's key and revision overhead not counted).\n\n")
 	b.WriteString("| state | plane | class | writes | writes/s | bytes/s | bytes per write |\n|---|---|---|---|---|---|---|\n")
 	b.WriteString(rows.String())
 	b.WriteString("\n")

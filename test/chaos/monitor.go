@@ -61,12 +61,15 @@ var Invariants = append([]string{InvFalse404, InvSlowRequest, InvWrites, InvInfo
 // other servers' routing. A restarted server is ready only once the view
 // lists it ready and two more seconds have passed (its /readyz), so by then
 // every filter routes to it already. A server back from a freeze or a CPU
-// cap whose Lease lapsed meanwhile is live again at its next renewal (every
-// 3 s) and read at once; one whose Lease did not lapse but whose reads
+// cap whose Lease lapsed meanwhile is live again at once (a frozen
+// renewal loop's overdue timer fires on resume) or within a second (a
+// failed renewal is retried after peerlease.RenewRetryInterval; a renewal
+// slowed by the cap completes once it is lifted) and read at once; one
+// whose Lease did not lapse but whose reads
 // failed is read again within engine.NotReadyRecheck (1 s, whatever
 // --refresh-interval is); a server that answers is read in milliseconds;
 // the view reaches every filter within a second or two (publish, watch,
-// the table's 50 ms rebuild). 3 s + 2 s, with the shipped flags too.
+// the table's 50 ms rebuild). 5 s covers both, with the shipped flags too.
 const DetectionGrace = 5 * time.Second
 
 // MaxWait is the longest a request may wait on a responsive server.

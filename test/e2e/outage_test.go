@@ -291,7 +291,7 @@ func TestLeaseRecordedButUnrouted(t *testing.T) {
 	if !served[schema.GroupVersionResource{Group: "resource.k8s.io", Version: "v1beta2", Resource: "deviceclasses"}] {
 		t.Fatalf("%s does not serve %s with --runtime-config=%s=true: the API this test needs is gone", cluster.Servers()[new2].Name, path, extra)
 	}
-	// Within a renewal (3 s) of new2's first read of its own discovery, its
+	// Within a renewal (5 s) of new2's first read of its own discovery, its
 	// Lease records it; from then on old proxies it there, with no view at
 	// all (every replica is down), by what new2's Lease records.
 	planetest.WaitFor(t, 30*time.Second, "proxied through "+cluster.Servers()[old].Name+" without a view", func() error {

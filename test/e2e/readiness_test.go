@@ -69,7 +69,7 @@ func TestRoutingTableSameAtOneResourceVersion(t *testing.T) {
 	}
 
 	// Not ready, not gone: a frozen server's scrapes time out (2 s) before
-	// its Lease lapses (10 s).
+	// its Lease lapses (15 s).
 	if err := cluster.FreezeAPIServer(new2); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 // one kube-apiserver at a time, and one that stops answering (frozen, cut
 // off) would freeze its view of every peer for client-go's default
 // 30 s + 15 s. With 5 s + 3 s a stuck connection is dropped, and the
-// watches resume on another server, before a registration Lease (10 s) can
+// watches resume on another server, before a registration Lease (15 s) can
 // seem to lapse.
 var clientHealthCheck = http.HTTP2Config{SendPingTimeout: 5 * time.Second, PingTimeout: 3 * time.Second}
 

@@ -27,7 +27,7 @@ import (
 )
 
 // TestLeaseRenewalKeepsTheDecodedRecord: every server renews its Lease
-// every 3 s, and every filter reads each renewal; the record in it (5,000
+// every 5 s, and every filter reads each renewal; the record in it (5,000
 // resources at the scale docs/operations.md states) is decoded only when
 // it changed.
 func TestLeaseRenewalKeepsTheDecodedRecord(t *testing.T) {

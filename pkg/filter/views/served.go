@@ -43,7 +43,7 @@ type servedRecord struct {
 // when it cannot be encoded. Resources of CustomResourceDefinitions and of
 // aggregated APIServices are left out: every server serves them (they are
 // never routed to a peer), and at thousands of them they would make every
-// renewal large (every 3 s per server, each kept by every kube-apiserver's
+// renewal large (every 5 s per server, each kept by every kube-apiserver's
 // watch cache). Encoded once per document.
 func (l *Local) ServedRecord(ctx context.Context) string {
 	d := l.doc.Load()
