@@ -17,13 +17,10 @@ package chaos
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	apidiscoveryv2 "k8s.io/api/apidiscovery/v2"
@@ -138,54 +135,6 @@ func (r *Result) ByInvariant() map[string]int {
 		out[v.Invariant]++
 	}
 	return out
-}
-
-// Barrier makes the soaks of one invocation start each episode together
-// (so their timelines line up); Abort releases it for good when a soak
-// fails.
-type Barrier struct {
-	mu      sync.Mutex
-	n, in   int
-	gen     chan struct{}
-	aborted bool
-}
-
-// NewBarrier is a barrier of n soaks.
-func NewBarrier(n int) *Barrier { return &Barrier{n: n, gen: make(chan struct{})} }
-
-// Wait returns when every soak called it (or the barrier was aborted).
-func (b *Barrier) Wait(ctx context.Context) error {
-	b.mu.Lock()
-	if b.aborted {
-		b.mu.Unlock()
-		return errors.New("another soak failed")
-	}
-	gen := b.gen
-	b.in++
-	if b.in == b.n {
-		b.in = 0
-		b.gen = make(chan struct{})
-		close(gen)
-		b.mu.Unlock()
-		return nil
-	}
-	b.mu.Unlock()
-	select {
-	case <-gen:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// Abort releases every waiter now and later.
-func (b *Barrier) Abort() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if !b.aborted {
-		b.aborted = true
-		close(b.gen)
-	}
 }
 
 // soak is one running soak.
@@ -383,145 +332,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-time.After(d):
 		return nil
 	}
-}
-
-// episode injects each fault at its time and heals it after its hold,
-// then waits until every one healed.
-func (s *soak) episode(ctx context.Context, ep Episode) error {
-	errs := make([]error, len(ep.Faults))
-	var wg sync.WaitGroup
-	for i, f := range ep.Faults {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := sleep(ctx, f.At); err != nil {
-				errs[i] = err
-				return
-			}
-			errs[i] = s.fault(ctx, f)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// fault injects f, holds it, heals it.
-func (s *soak) fault(ctx context.Context, f Fault) error {
-	c, w, m := s.c, s.w, s.m
-	injected := w.Since()
-	hold := func() error { return sleep(ctx, f.Hold-(w.Since()-injected)) }
-	switch f.Kind {
-	case KillServer, TermServer:
-		i := f.Servers[0]
-		sig, name := syscall.SIGKILL, "SIGKILL"
-		if f.Kind == TermServer {
-			sig, name = syscall.SIGTERM, "SIGTERM"
-		}
-		s.event(Event{Text: fmt.Sprintf("%s kube-apiserver-%d", name, i), Fault: f.Kind})
-		m.Stopping(i, w.Since())
-		lag := time.AfterFunc(healthCheckLag, func() { w.SetInRotation(i, false) })
-		err := c.KillAPIServer(i, sig)
-		m.Exited(i, w.Since())
-		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d exited", i)})
-		if err != nil {
-			lag.Stop()
-			return err
-		}
-		if err := hold(); err != nil {
-			return err
-		}
-		lag.Stop()
-		w.SetInRotation(i, false)
-		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d starting", i)})
-		if err := c.RestartAPIServer(ctx, i); err != nil {
-			return err
-		}
-		m.Ready(i, w.Since())
-		w.SetInRotation(i, true)
-		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d ready", i), Fault: f.Kind, Heal: true})
-	case FreezeServer:
-		i := f.Servers[0]
-		m.Unresponsive(i, w.Since())
-		s.event(Event{Text: fmt.Sprintf("SIGSTOP kube-apiserver-%d", i), Fault: f.Kind})
-		if err := c.FreezeAPIServer(i); err != nil {
-			return err
-		}
-		// The load balancers' health checks notice it a moment later.
-		lag := time.AfterFunc(healthCheckLag, func() { w.SetInRotation(i, false); _ = c.SetAPIServerHealthy(i, false) })
-		if err := hold(); err != nil {
-			return err
-		}
-		lag.Stop()
-		if err := c.ThawAPIServer(i); err != nil {
-			return err
-		}
-		_ = c.SetAPIServerHealthy(i, true)
-		m.Responsive(i, w.Since())
-		w.SetInRotation(i, true)
-		s.event(Event{Text: fmt.Sprintf("SIGCONT kube-apiserver-%d", i), Fault: f.Kind, Heal: true})
-	case Partition:
-		i, j := f.Servers[0], f.Servers[1]
-		s.event(Event{Text: fmt.Sprintf("partition kube-apiserver-%d | kube-apiserver-%d", i, j), Fault: f.Kind})
-		// From before the rules are in: they cut connections at once.
-		m.Partitioned(i, j, w.Since())
-		if err := c.PartitionAPIServers(i, j); err != nil {
-			return err
-		}
-		if err := hold(); err != nil {
-			return err
-		}
-		if err := c.HealPartition(i, j); err != nil {
-			return err
-		}
-		m.Healed(i, j, w.Since())
-		s.event(Event{Text: fmt.Sprintf("partition kube-apiserver-%d | kube-apiserver-%d healed", i, j), Fault: f.Kind, Heal: true})
-	case SlowServer:
-		i := f.Servers[0]
-		m.Unresponsive(i, w.Since())
-		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d capped at %d%% CPU", i, f.CPUPercent), Fault: f.Kind})
-		if err := c.SlowAPIServer(i, f.CPUPercent); err != nil {
-			return err
-		}
-		if err := hold(); err != nil {
-			return err
-		}
-		if err := c.UnslowAPIServer(i); err != nil {
-			return err
-		}
-		m.Responsive(i, w.Since())
-		s.event(Event{Text: fmt.Sprintf("kube-apiserver-%d CPU cap lifted", i), Fault: f.Kind, Heal: true})
-	case KillReplica, KillAllReplicas:
-		if len(c.Extensions()) == 0 {
-			s.event(Event{Text: fmt.Sprintf("(%s: no peerdiscovery-apiserver on this routing)", f)})
-			return hold()
-		}
-		sig := syscall.SIGKILL
-		if f.Signal == "SIGTERM" {
-			sig = syscall.SIGTERM
-		}
-		s.event(Event{Text: fmt.Sprintf("%s peerdiscovery-apiserver %v", f.Signal, f.Replicas), Fault: f.Kind})
-		errs := make([]error, len(f.Replicas))
-		var wg sync.WaitGroup
-		for j, r := range f.Replicas {
-			wg.Add(1)
-			go func() { defer wg.Done(); errs[j] = c.KillExtension(r, sig) }()
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
-		if err := hold(); err != nil {
-			return err
-		}
-		s.event(Event{Text: fmt.Sprintf("peerdiscovery-apiserver %v starting", f.Replicas)})
-		if err := c.RestartExtensions(ctx, f.Replicas...); err != nil {
-			return err
-		}
-		s.event(Event{Text: fmt.Sprintf("peerdiscovery-apiserver %v ready", f.Replicas), Fault: f.Kind, Heal: true})
-	default:
-		return fmt.Errorf("unknown fault %q", f.Kind)
-	}
-	return nil
 }
 
 // servedKinds maps each kind (and namespaces) to the servers whose own
