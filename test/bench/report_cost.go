@@ -1,0 +1,288 @@
+// Copyright The peerdiscovery Authors.
+//
+// Licensed under the Apache License, Version 2.0 (the "License");
+// you may not use this file except in compliance with the License.
+// You may obtain a copy of the License at
+//
+//     http://www.apache.org/licenses/LICENSE-2.0
+//
+// Unless required by applicable law or agreed to in writing, software
+// distributed under the License is distributed on an "AS IS" BASIS,
+// WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+// See the License for the specific language governing permissions and
+// limitations under the License.
+
+package bench
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+func versionsOf(st CostState) []string {
+	var vs []string
+	for _, p := range st.Processes {
+		if p.Version != "" && !slices.Contains(vs, p.Version) {
+			vs = append(vs, p.Version)
+		}
+	}
+	slices.Sort(vs)
+	return vs
+}
+
+// last is the last state measured.
+func last(c *CostResult) CostState { return c.States[len(c.States)-1] }
+
+// meanRSS is the mean RSS of the plane's kube-apiservers of version.
+func meanRSS(st CostState, routing, version string) float64 {
+	return meanRSSOf(st, routing, version, func(p ProcessCost) float64 { return p.RSS })
+}
+
+// meanRSSOf is the mean of one RSS figure of those servers.
+func meanRSSOf(st CostState, routing, version string, rss func(ProcessCost) float64) float64 {
+	m, _ := meanOf(st, routing, version, func(p ProcessCost) (float64, bool) { return rss(p), true })
+	return m
+}
+
+// allocated is a server's allocation rate over the steady window, if read.
+func allocated(p ProcessCost) (float64, bool) { return p.Allocated, p.Go != nil }
+
+// planeMeans are meanOf both planes' servers of version, and whether both
+// had a value.
+func planeMeans(st CostState, version string, value func(ProcessCost) (float64, bool)) (ours, upstream float64, ok bool) {
+	ours, okO := meanOf(st, "peerdiscovery", version, value)
+	upstream, okU := meanOf(st, "upstream", version, value)
+	return ours, upstream, okO && okU
+}
+
+// meanOf is the mean of value over the plane's kube-apiservers of version
+// that have one, and whether any had.
+func meanOf(st CostState, routing, version string, value func(ProcessCost) (float64, bool)) (float64, bool) {
+	var sum float64
+	n := 0
+	for _, p := range st.Processes {
+		if p.Routing != routing || p.Version != version {
+			continue
+		}
+		if v, ok := value(p); ok {
+			sum += v
+			n++
+		}
+	}
+	return sum / float64(max(n, 1)), n > 0
+}
+
+func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
+	fmt.Fprintf(b, "## The filter's own cost: %d kube-apiservers per plane (%s)\n\n", len(c.Servers), strings.Join(c.Servers, ", "))
+	fmt.Fprintf(b, "States: idle; with %d CRDs (created and served everywhere in %s); with %d more resources of aggregated APIServices (a stub server's, %d per group-version; in %s): %d extra GVRs in all.\n\n",
+		c.CRDs, c.CRDsTook.Round(time.Second), c.StubGVRs, perGroup, c.StubTook.Round(time.Second), c.CRDs+c.StubGVRs)
+	if c.CRDsNote != "" {
+		fmt.Fprintf(b, "CRDs: %d of the %d wanted; %s.\n\n", c.CRDs, c.CRDsWanted, c.CRDsNote)
+	}
+	fmt.Fprintf(b, "Before each state's %s settle time, both planes had to be quiet at once: every kube-apiserver under %.0f%% of a core over %s (bounded at %s). Each plane was first quiet after:", c.Settle, quietCPU*100, quietWindow, costQuietBound)
+	for _, st := range c.States {
+		fmt.Fprintf(b, " %s:", st.Name)
+		for _, q := range st.Quiet {
+			not := ""
+			if !q.Reached {
+				not = " (not reached)"
+			}
+			fmt.Fprintf(b, " %s %s%s;", q.Routing, q.After.Round(time.Second), not)
+		}
+	}
+	b.WriteString("\n\n")
+	if len(c.States) > 0 {
+		fmt.Fprintf(b, "Two windows of %s per state: early, %s after both planes were quiet (runs before this one had only this window, and began it 45 s after the state was served everywhere, without waiting for quiet), and steady, %s after. At the early window's end every kube-apiserver of both planes is made to collect (a heap profile with gc=1, one server after another), so the steady window starts the same time after a GC on every server: a GC that landed during the state change's allocation burst, the heap goal it raised, and where each server happened to be in its GC cycle no longer decide the figure. The tables below are the steady window's; the means give the early one too.\n\n", last(c).Window, c.Settle, c.SteadyAt)
+	}
+	b.WriteString("Per process: RSS (mean of 1/s samples over the window), CPU over the window (% of one core), live heap after a GC and the filter's part of it (allocated under a peerdiscovery function), from its heap profile; allocated per second over the window and GCs in it (go_memstats), and the filter's part of the allocations (from the early window's end to the steady window's: the difference of two heap profiles).\n\n")
+	b.WriteString("| state | process | this filter: RSS MiB | CPU % | heap MiB | filter's part MiB | alloc MiB/s | filter's part MiB/s | GCs | upstream: RSS MiB | CPU % | heap MiB | alloc MiB/s | GCs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, st := range c.States {
+		byKey := map[string]map[string]ProcessCost{}
+		var comps []string
+		for _, p := range st.Processes {
+			if byKey[p.Component] == nil {
+				byKey[p.Component] = map[string]ProcessCost{}
+				comps = append(comps, p.Component)
+			}
+			byKey[p.Component][p.Routing] = p
+		}
+		for _, comp := range comps {
+			o, u := byKey[comp]["peerdiscovery"], byKey[comp]["upstream"]
+			name := comp
+			if o.Version != "" {
+				name += " " + o.Version
+			}
+			cpu := func(p ProcessCost) string { return fmt.Sprintf("%.1f", 100*p.CPU.Seconds()/st.Window.Seconds()) }
+			h := func(p ProcessCost, filter bool) string {
+				f, ok := heap[p.HeapProfile]
+				if !ok {
+					return "–"
+				}
+				if filter {
+					return fmt.Sprintf("%.1f", f.Filter/(1<<20))
+				}
+				return mib(f.InUse)
+			}
+			alloc := func(p ProcessCost) string {
+				if p.Go == nil {
+					return "– | –"
+				}
+				return fmt.Sprintf("%.2f | %d", p.Allocated/(1<<20), p.GCs)
+			}
+			allocFilter := "–"
+			if f, ok := heap[o.AllocBase]; ok {
+				allocFilter = fmt.Sprintf("%.3f", f.Filter/(1<<20))
+			}
+			oAlloc, oGCs, _ := strings.Cut(alloc(o), " | ")
+			uCells := "– | – | – | – | –"
+			if u.Component != "" {
+				uCells = fmt.Sprintf("%s | %s | %s | %s", mib(u.RSS), cpu(u), h(u, false), alloc(u))
+			}
+			fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", st.Name, name, mib(o.RSS), cpu(o), h(o, false), h(o, true), oAlloc, allocFilter, oGCs, uCells)
+		}
+		for _, v := range versionsOf(st) {
+			ours, up := meanRSS(st, "peerdiscovery", v), meanRSS(st, "upstream", v)
+			early := func(p ProcessCost) float64 { return p.EarlyRSS }
+			eOurs, eUp := meanRSSOf(st, "peerdiscovery", v, early), meanRSSOf(st, "upstream", v, early)
+			fmt.Fprintf(b, "| %s | **%s mean** | %s | | | | | | | %s | | (filter − upstream: %+.0f MiB; early window: %s against %s, %+.0f MiB) | | |\n",
+				st.Name, v, mib(ours), mib(up), (ours-up)/(1<<20), mib(eOurs), mib(eUp), (eOurs-eUp)/(1<<20))
+		}
+	}
+	b.WriteString("\n")
+	goMemoryTable(b, c)
+	leaseTable(b, c)
+}
+
+// registrationWrites are what registration writes in st: this filter's
+// registration and served-record Leases, upstream's identity Leases.
+func registrationWrites(st CostState) (ours, upstream LeaseWrites, ok bool) {
+	for _, w := range st.Leases {
+		switch {
+		case w.Routing == "peerdiscovery" && (w.Class == LeaseRegistration || w.Class == LeaseServedRecord):
+			ours.Events += w.Events
+			ours.Bytes += w.Bytes
+			ours.Window = w.Window
+		case w.Routing == "upstream" && w.Class == LeaseIdentity:
+			upstream = w
+		}
+	}
+	return ours, upstream, ours.Window > 0 && upstream.Window > 0
+}
+
+// leaseTable is each state's Lease writes by plane and class.
+func leaseTable(b *strings.Builder, c *CostResult) {
+	var rows strings.Builder
+	for _, st := range c.States {
+		for _, w := range st.Leases {
+			fmt.Fprintf(&rows, "| %s | %s | %s | %d | %.2f | %.0f | %.0f |\n", st.Name, w.Routing, w.Class, w.Events, w.EventsPerSecond(), w.BytesPerSecond(), float64(w.Bytes)/float64(max(w.Events, 1)))
+		}
+	}
+	if rows.Len() == 0 {
+		return
+	}
+	b.WriteString("Lease writes over the steady window (a watch of the Leases' namespace on each plane; each write is an etcd write and a watch event every kube-apiserver's watch cache decodes), by class: this filter's registration Leases (renewed every 5 s) and served-record Leases (written on change), kube-apiserver's own identity Leases (both planes). Bytes: the objects as kube-apiserver stores them (protobuf, with its envelope; etcd's key and revision overhead not counted).\n\n")
+	b.WriteString("| state | plane | class | writes | writes/s | bytes/s | bytes per write |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString(rows.String())
+	b.WriteString("\n")
+}
+
+// goMemoryTable splits each state's RSS difference: Go heap in use, heap
+// the runtime holds idle without returning it to the OS, and the next GC's
+// target, at the window's end, means over each release's servers.
+func goMemoryTable(b *strings.Builder, c *CostResult) {
+	mean := func(st CostState, routing, version string, f func(*GoMemory) float64) (float64, bool) {
+		return meanOf(st, routing, version, func(p ProcessCost) (float64, bool) {
+			if p.Go == nil {
+				return 0, false
+			}
+			return f(p.Go), true
+		})
+	}
+	inuse := func(m *GoMemory) float64 { return m.HeapInuse }
+	kept := func(m *GoMemory) float64 { return m.HeapIdle - m.HeapReleased }
+	goal := func(m *GoMemory) float64 { return m.NextGC }
+	var rows strings.Builder
+	for _, st := range c.States {
+		for _, v := range versionsOf(st) {
+			cells := ""
+			for _, f := range []func(*GoMemory) float64{inuse, kept, goal} {
+				o, okO := mean(st, "peerdiscovery", v, f)
+				u, okU := mean(st, "upstream", v, f)
+				if !okO || !okU {
+					cells = ""
+					break
+				}
+				cells += fmt.Sprintf(" %s | %s | %+.0f |", mib(o), mib(u), (o-u)/(1<<20))
+			}
+			if cells != "" {
+				fmt.Fprintf(&rows, "| %s | %s |%s\n", st.Name, v, cells)
+			}
+		}
+	}
+	if rows.Len() == 0 {
+		return
+	}
+	b.WriteString("Go runtime memory at the window's end (go_memstats, before the profile's GC; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n")
+	b.WriteString("| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
+	b.WriteString(rows.String())
+	b.WriteString("\n")
+}
+
+// heapTables name, for the last state, where the filter's part of the heap
+// is, and which allocating functions hold more live heap in this filter's
+// servers than in upstream's.
+func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, diff map[string][]HeapSite) {
+	if len(heap) == 0 || len(c.States) == 0 {
+		return
+	}
+	last := c.States[len(c.States)-1]
+	for _, p := range last.Processes {
+		f, ok := heap[p.HeapProfile]
+		if !ok || p.Routing != "peerdiscovery" {
+			continue
+		}
+		fmt.Fprintf(b, "The filter's part of the live heap of %s %s (%s state), by innermost peerdiscovery function: %.1f MiB of %.0f MiB:", p.Component, p.Version, last.Name, f.Filter/(1<<20), f.InUse/(1<<20))
+		for _, s := range f.Top {
+			fmt.Fprintf(b, " %s %.2f;", s.Function, s.Bytes/(1<<20))
+		}
+		b.WriteString(" (a stack attribution: objects the filter's informers decode from watch events are allocated on client-go's goroutines, under no filter function, and are only in the difference below)\n\n")
+		break
+	}
+	for _, k := range keysOfState(diff, last.Name) {
+		fmt.Fprintf(b, "Live heap by allocating function, this filter's servers minus upstream's (%s, means over the servers), largest growths:", k)
+		for _, s := range diff[k] {
+			fmt.Fprintf(b, " %s %+.1f MiB;", s.Function, s.Bytes/(1<<20))
+		}
+		b.WriteString("\n\n")
+	}
+}
+
+// allocTable names, for the last state, the allocating functions that
+// allocated more per second in this filter's servers than in upstream's
+// from the early window's end to the steady window's.
+func allocTable(b *strings.Builder, c *CostResult, diff map[string][]HeapSite) {
+	if len(c.States) == 0 {
+		return
+	}
+	for _, k := range keysOfState(diff, c.States[len(c.States)-1].Name) {
+		fmt.Fprintf(b, "Allocated per second from the early window's end to the steady window's, by allocating function, this filter's servers minus upstream's (%s, means over the servers; the difference of two heap profiles, each after a GC), largest growths:", k)
+		for _, s := range diff[k] {
+			fmt.Fprintf(b, " %s %+.3f MiB/s;", s.Function, s.Bytes/(1<<20))
+		}
+		b.WriteString("\n\n")
+	}
+}
+
+// keysOfState are diff's keys ("<state> <release>") of state, sorted.
+func keysOfState(diff map[string][]HeapSite, state string) []string {
+	var keys []string
+	for k := range diff {
+		if strings.HasPrefix(k, state+" ") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
