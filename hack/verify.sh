@@ -30,9 +30,19 @@ check_gofmt() {
   [[ -z "${unformatted}" ]] || die "gofmt needed on: ${unformatted}"
 }
 
+# check_file_length fails on a hand-written Go file over 450 lines: one
+# that long holds more than one job, and a newcomer cannot read it whole.
+check_file_length() {
+  local long
+  long="$(find cmd internal pkg test hack -name '*.go' -not -name 'zz_generated*' -not -path 'pkg/generated/*' -print0 |
+    xargs -0 awk 'FNR == 1 && prev { if (n > 450) print prev " (" n " lines)" } { prev = FILENAME; n = FNR } END { if (n > 450) print prev " (" n " lines)" }')"
+  [[ -z "${long}" ]] || die "Go files over 450 lines (split them along a seam): ${long}"
+}
+
 verify_quick() {
   stage::run "gofmt" check_gofmt
   stage::run "license headers" hack/verify-boilerplate.sh
+  stage::run "no Go file over 450 lines" check_file_length
 }
 
 # -race: vet compiles every package's dependencies, and with the race
