@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,9 @@ type fakeScraper struct {
 	calls  []scrapeCall
 	// beats are the endpoints of the heartbeats, in order.
 	beats []string
+	// reads are "scrape <endpoint>" and "beat <endpoint>", in the order
+	// the reads started.
+	reads []string
 }
 
 func newFakeScraper() *fakeScraper { return &fakeScraper{script: map[string]behavior{}} }
@@ -61,6 +65,7 @@ func (f *fakeScraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.
 	f.mu.Lock()
 	b := f.script[endpoint]
 	f.calls = append(f.calls, scrapeCall{endpoint: endpoint, apiETag: apiETag, apisETag: apisETag, deadline: dl, hasDeadline: ok})
+	f.reads = append(f.reads, "scrape "+endpoint)
 	f.mu.Unlock()
 	if b == nil {
 		return Document{}, &nopeer.ReadError{Type: nopeer.ErrRefused, Path: "/api", Err: errors.New("connect: connection refused (unscripted endpoint)")}
@@ -74,6 +79,7 @@ func (f *fakeScraper) Heartbeat(ctx context.Context, endpoint string) (string, e
 	f.mu.Lock()
 	b := f.script[endpoint]
 	f.beats = append(f.beats, endpoint)
+	f.reads = append(f.reads, "beat "+endpoint)
 	f.mu.Unlock()
 	if b == nil {
 		return "", &nopeer.ReadError{Type: nopeer.ErrRefused, Path: "/version", Err: errors.New("connect: connection refused (unscripted endpoint)")}
@@ -86,6 +92,20 @@ func (f *fakeScraper) beatsTo(endpoint string) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return len(slices.DeleteFunc(slices.Clone(f.beats), func(ep string) bool { return ep != endpoint }))
+}
+
+// readsTo returns the kinds ("scrape" or "beat") of the reads of
+// endpoint, in the order they started.
+func (f *fakeScraper) readsTo(endpoint string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, r := range f.reads {
+		if kind, ep, _ := strings.Cut(r, " "); ep == endpoint {
+			out = append(out, kind)
+		}
+	}
+	return out
 }
 
 func (f *fakeScraper) callsTo(endpoint string) []scrapeCall {
