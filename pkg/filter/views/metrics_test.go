@@ -15,6 +15,7 @@
 package views
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -31,7 +32,8 @@ import (
 // included, stamp the informer's last input time.
 func TestInformerInputStamped(t *testing.T) {
 	metrics.Register()
-	const resource = "test-input-stamps"
+	// A label of its own per run: the registry outlives a run (-count).
+	resource := fmt.Sprintf("test-input-stamps-%d", time.Now().UnixNano())
 	gauge := func() float64 {
 		t.Helper()
 		families, err := legacyregistry.DefaultGatherer.Gather()

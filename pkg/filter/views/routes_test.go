@@ -17,6 +17,7 @@ package views
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"path"
@@ -144,7 +145,8 @@ func TestRoutingStateSyncsWithEmptyLists(t *testing.T) {
 
 func TestRelistsCountedAfterTheFirstFullRead(t *testing.T) {
 	metrics.Register()
-	res := "relist-test-" + t.Name()
+	// A label of its own per run: the registry outlives a run (-count).
+	res := fmt.Sprintf("relist-test-%d", time.Now().UnixNano())
 	lw := countRelists(&cache.ListWatch{
 		ListWithContextFunc: func(context.Context, metav1.ListOptions) (runtime.Object, error) {
 			return &v1alpha1.PeerRoutingTableList{}, nil
