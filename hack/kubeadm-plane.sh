@@ -188,6 +188,9 @@ plan:
   - SystemVerification
 apply:
   kubernetesVersion: ${version}
+  # etcd is pinned (etcd.local.imageTag): nothing to upgrade, and a
+  # rewritten manifest would restart it and move its leadership.
+  etcdUpgrade: false
   patches:
     directory: /etc/kubernetes/patches
   skipPhases:
@@ -199,6 +202,7 @@ apply:
   # cgroup v1 on this host (the kubelet has failCgroupV1: false).
   - SystemVerification
 node:
+  etcdUpgrade: false
   patches:
     directory: /etc/kubernetes/patches
   skipPhases:
@@ -374,8 +378,8 @@ cmd_upgrade_node() {
       /etc/kubernetes/patches/kube-apiserver0+json.yaml
   fi
   kp::write_upgrade_config "${i}" "${version}"
-  # Out of the load balancer for the node's whole roll: kubeadm restarts
-  # its etcd (a stacked kube-apiserver's requests then wait for it).
+  # Out of the load balancer for the node's whole roll: its etcd stops for
+  # the kubelet (a stacked kube-apiserver's requests would wait for it).
   kp::lb_set "${i}" drain
   if ((i == 0)); then
     kp::admin "${i}" kubeadm upgrade plan --config /etc/kubernetes/kubeadm/upgrade.yaml
