@@ -122,14 +122,14 @@ func TestEngineFailedHeartbeatMakesThePeerNotReady(t *testing.T) {
 	// The clock step that fires the refresh fires the not-ready recheck
 	// too, so a full read may follow the failed heartbeat; it cannot come
 	// first, the heartbeat being in flight.
-	if reads := h.scraper.readsTo(epA)[before:]; reads[0] != "beat" {
+	if reads := h.scraper.readsTo(epA)[before:]; len(reads) == 0 || reads[0] != "beat" {
 		t.Fatalf("the refresh's reads of a: %q, want a heartbeat first", reads)
 	}
 
 	// A recheck's read may be in flight, failing, so step until one that
 	// started after a answers again makes it ready.
-	h.scraper.set(epA, serve(docA))
 	full := len(h.scraper.callsTo(epA))
+	h.scraper.set(epA, serve(docA))
 	poll.Eventually(t, "a ready again", func() bool {
 		h.clk.Step(NotReadyRecheck)
 		n := h.pub.count()
