@@ -19,7 +19,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -41,12 +40,11 @@ type fakeScraper struct {
 	mu     sync.Mutex
 	script map[string]behavior
 	calls  []scrapeCall
-	// beats are the endpoints of the heartbeats, in order.
-	beats []string
-	// reads are "scrape <endpoint>" and "beat <endpoint>", in the order
-	// the reads started.
-	reads []string
+	// reads are the full reads and heartbeats, in the order they started.
+	reads []read
 }
+
+type read struct{ kind, endpoint string } // kind: "scrape" or "beat"
 
 func newFakeScraper() *fakeScraper { return &fakeScraper{script: map[string]behavior{}} }
 
@@ -65,7 +63,7 @@ func (f *fakeScraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.
 	f.mu.Lock()
 	b := f.script[endpoint]
 	f.calls = append(f.calls, scrapeCall{endpoint: endpoint, apiETag: apiETag, apisETag: apisETag, deadline: dl, hasDeadline: ok})
-	f.reads = append(f.reads, "scrape "+endpoint)
+	f.reads = append(f.reads, read{"scrape", endpoint})
 	f.mu.Unlock()
 	if b == nil {
 		return Document{}, &nopeer.ReadError{Type: nopeer.ErrRefused, Path: "/api", Err: errors.New("connect: connection refused (unscripted endpoint)")}
@@ -78,8 +76,7 @@ func (f *fakeScraper) Scrape(ctx context.Context, endpoint string, prev *nopeer.
 func (f *fakeScraper) Heartbeat(ctx context.Context, endpoint string) (string, error) {
 	f.mu.Lock()
 	b := f.script[endpoint]
-	f.beats = append(f.beats, endpoint)
-	f.reads = append(f.reads, "beat "+endpoint)
+	f.reads = append(f.reads, read{"beat", endpoint})
 	f.mu.Unlock()
 	if b == nil {
 		return "", &nopeer.ReadError{Type: nopeer.ErrRefused, Path: "/version", Err: errors.New("connect: connection refused (unscripted endpoint)")}
@@ -89,9 +86,7 @@ func (f *fakeScraper) Heartbeat(ctx context.Context, endpoint string) (string, e
 }
 
 func (f *fakeScraper) beatsTo(endpoint string) int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(slices.DeleteFunc(slices.Clone(f.beats), func(ep string) bool { return ep != endpoint }))
+	return len(slices.DeleteFunc(f.readsTo(endpoint), func(kind string) bool { return kind != "beat" }))
 }
 
 // readsTo returns the kinds ("scrape" or "beat") of the reads of
@@ -101,8 +96,8 @@ func (f *fakeScraper) readsTo(endpoint string) []string {
 	defer f.mu.Unlock()
 	var out []string
 	for _, r := range f.reads {
-		if kind, ep, _ := strings.Cut(r, " "); ep == endpoint {
-			out = append(out, kind)
+		if r.endpoint == endpoint {
+			out = append(out, r.kind)
 		}
 	}
 	return out
