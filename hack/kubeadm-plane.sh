@@ -189,7 +189,8 @@ plan:
 apply:
   kubernetesVersion: ${version}
   # etcd is pinned (etcd.local.imageTag): nothing to upgrade, and a
-  # rewritten manifest would restart it and move its leadership.
+  # rewritten manifest would restart it once more (a leader's stop hands
+  # its leadership over, and writes in flight then fail).
   etcdUpgrade: false
   patches:
     directory: /etc/kubernetes/patches
