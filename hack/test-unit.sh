@@ -27,12 +27,13 @@ vet=()
 # Unit tests may be served from go test's cache: their inputs are all Go
 # files go test sees.
 unit_tests() {
+  # hack/request-walk analyses hack/request-walk.sh's trace (on demand).
   # test/alerts, test/bench and test/kubeadm run on demand (they start
   # their own planes), but their control-plane-free tests are unit tests:
   # without their gates those run and the rest skip (test/kubeadm's needs
   # kubeadm built: PEERDISCOVERY_KUBEADM_REQUIRED, which hack/test.sh sets,
   # makes its absence a failure).
-  go test -race "${vet[@]}" -timeout 20m ./internal/... ./pkg/... ./cmd/... ./test/alerts ./test/bench ./test/kubeadm 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
+  go test -race "${vet[@]}" -timeout 20m ./internal/... ./pkg/... ./cmd/... ./hack/request-walk ./test/alerts ./test/bench ./test/kubeadm 2>&1 | tee "${OUTPUT_DIR}/unit-test.log"
   local rc=${PIPESTATUS[0]} total cached
   # The server's options again as the image build stamps the binary
   # (VERSION): k8s.io/apiserver reads that stamp as a Kubernetes version.

@@ -70,6 +70,8 @@ KUBECTL_VERSION="v1.37.2"
 # crictl (cri-tools; kubeadm's packages depend on it): the kubeadm plane's
 # runbook waits with it for static Pods to stop.
 CRICTL_VERSION="v1.37.0"
+# dlv traces a request through the filter (hack/request-walk.sh, on demand).
+DLV_VERSION="v1.27.2"
 # Prometheus (promtool checks artifacts/monitoring/ in the test command; the
 # server runs in test/alerts on demand). Prometheus 3.Y.Z is published to the
 # Go module proxy as github.com/prometheus/prometheus v0.(300+Y).Z.

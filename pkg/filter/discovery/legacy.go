@@ -234,7 +234,8 @@ func (d *Server) serveGroup(w http.ResponseWriter, r *http.Request, name string)
 // serving all of it (its bytes are the answer), or, when no single server
 // does, the list derived from the combined aggregated view.
 func (d *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(d.views.Snapshot(), gv, d.now())
+	snap := d.views.Snapshot()
+	res := routing.DecideGroupVersion(snap, gv, d.now())
 	switch res.Decision {
 	case v1alpha1.RouteUnavailable:
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourceUnavailable)
@@ -250,7 +251,7 @@ func (d *Server) serveResourceList(w http.ResponseWriter, r *http.Request, gv sc
 	}
 	if !res.Split {
 		metrics.DiscoveryServed(metrics.EndpointResourceList, metrics.SourcePeer)
-		d.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, About: status.GroupVersionSubject(gv)})
+		d.proxy.Serve(w, r, proxy.Target{Candidates: res.Candidates, About: status.GroupVersionSubject(gv), Decided: snap})
 		return true
 	}
 	v := d.legacyView(d.self)

@@ -211,7 +211,8 @@ func (c *peerOpenAPIRoots) put(id string, r cachedRoot) {
 // serveOpenAPIGroupVersion sends /openapi/v3/apis/<group>/<version> to the
 // peer the root names for it. It returns false for the chain.
 func (d *Server) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request, gv schema.GroupVersion) bool {
-	res := routing.DecideGroupVersion(d.views.Snapshot(), gv, d.now())
+	snap := d.views.Snapshot()
+	res := routing.DecideGroupVersion(snap, gv, d.now())
 	if res.Decision == v1alpha1.RouteUnavailable {
 		metrics.DiscoveryServed(metrics.EndpointOpenAPIGroupVersion, metrics.SourceUnavailable)
 		d.groupVersionUnavailable(w, r, res)
@@ -228,7 +229,7 @@ func (d *Server) serveOpenAPIGroupVersion(w http.ResponseWriter, r *http.Request
 	if res.Split {
 		cands = cands[:1]
 	}
-	d.proxy.Serve(w, r, proxy.Target{Candidates: cands, About: status.GroupVersionSubject(gv)})
+	d.proxy.Serve(w, r, proxy.Target{Candidates: cands, About: status.GroupVersionSubject(gv), Decided: snap})
 	return true
 }
 

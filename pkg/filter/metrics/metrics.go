@@ -25,7 +25,6 @@ import (
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/component-base/metrics"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
@@ -111,22 +110,11 @@ func Register() {
 
 // Labels are the group, version and resource labels of upstream's
 // peer-proxy counters (proxy_duration_seconds takes the group and the
-// resource). They are a metric's labels, not an API: build them with
-// ResourceLabels or GroupVersionLabels from routing state, or use one of
-// the fixed values below.
+// resource). They are a metric's labels, not an API: status.Subject builds
+// them from routing state (a resource, a group-version's documents), or
+// use one of the fixed values below.
 type Labels struct {
 	Group, Version, Resource string
-}
-
-// ResourceLabels label a request for a resource the routing state knows.
-func ResourceLabels(gvr schema.GroupVersionResource) Labels {
-	return Labels{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource}
-}
-
-// GroupVersionLabels label a group-version's documents (discovery,
-// OpenAPI): no resource.
-func GroupVersionLabels(gv schema.GroupVersion) Labels {
-	return Labels{Group: gv.Group, Version: gv.Version}
 }
 
 // Other is the value of every label of a request whose group, version and

@@ -20,13 +20,14 @@
 // connection pools (peer CA, front-proxy client certificate, egress
 // selector, HTTP/2 health check) and whether an attempt reached the peer;
 // response.go: what is done to a peer's answer (read-ahead, redirects, a
-// stream's clean end); writer.go: what the client was sent and what was
-// read of its body; buffers.go: the copy buffers; inflight.go: ending the
-// attempts to a peer that stopped answering; unreachable.go: failing at
-// once the dials to an endpoint whose last dial timed out, until a probe
-// connects.
+// stream's clean end); writer.go: what the client was sent, what was read
+// of its body, and the buffers the answer is copied through; inflight.go:
+// ending the attempts to a peer that stopped answering; unreachable.go:
+// failing at once the dials to an endpoint whose last dial timed out,
+// until a probe connects.
 //
 // The files follow one attempt: each is entered at most twice by it (the
-// reverse proxy's callbacks are grouped so), which keeps a request easy
-// to follow.
+// reverse proxy's callbacks are grouped so, and what to do with the
+// answer is decided once, in Serve), which keeps a request easy to
+// follow; hack/request-walk.sh traces one and counts.
 package proxy

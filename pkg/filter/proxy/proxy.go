@@ -98,6 +98,16 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		r.Body = body
 	}
 	upgrade := httpstream.IsUpgradeRequest(r)
+	// What to do with a peer's answer is decided once, here: a read may be
+	// repeated on the next candidate, so its start is read ahead.
+	safe := !upgrade && (r.Method == http.MethodGet || r.Method == http.MethodHead)
+	key := proxyKey{answer: answerPlain}
+	switch {
+	case t.LongRunning:
+		key.answer = answerStream
+	case safe:
+		key.answer = answerReadAhead
+	}
 	audit.AddAuditAnnotation(ctx, status.AuditDecision, string(v1alpha1.RouteProxy))
 	// The peer's Cache-Control is the answer's (an OpenAPI document at its
 	// hash is immutable): the reverse proxy adds response headers to those
@@ -130,8 +140,13 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 			// the request, and names dial errors with this prefix.
 			reached = tw.err == nil || !strings.HasPrefix(tw.err.Error(), upgradeDialErrorPrefix)
 		} else {
+			key.endpoint = peer.Endpoint
+			rp, ok := p.proxies.Load(key)
+			if !ok {
+				rp = p.newReverseProxy(key)
+			}
 			a := &attempt{}
-			p.reverseProxy(peer.Endpoint, t.LongRunning).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{WroteHeaders: a.wroteRequest})))
+			rp.(*httputil.ReverseProxy).ServeHTTP(tw, r.WithContext(httptrace.WithClientTrace(actx, &httptrace.ClientTrace{WroteHeaders: a.wroteRequest})))
 			reached = a.wroteHeaders.Load()
 		}
 		if release() && tw.err != nil {
@@ -139,7 +154,9 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		}
 		if tw.err == nil {
 			audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
-			annotateFailedOver(ctx, tried)
+			if len(tried) > 0 {
+				annotateFailedOver(ctx, tried)
+			}
 			metrics.Proxied(ctx, t.About.Labels, tw.code, p.clock.Since(start))
 			return
 		}
@@ -162,12 +179,14 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		}
 		metrics.ProxyError(ctx, metrics.ErrorProxy, t.About.Labels)
 		logger.Error(tw.err, "peerdiscovery filter: proxying failed after the peer may have received the request", "peer", peer.ID, "for", t.About.Name(), "method", r.Method)
-		if !upgrade && safeRead(r) && !tw.wrote {
+		if safe && !tw.wrote {
 			tried = append(tried, peer.ID)
 			continue
 		}
 		audit.AddAuditAnnotation(ctx, status.AuditProxiedTo, peer.ID)
-		annotateFailedOver(ctx, tried)
+		if len(tried) > 0 {
+			annotateFailedOver(ctx, tried)
+		}
 		if tw.wrote {
 			// The response had started: nothing more can be said.
 			metrics.RoutedAnswer(tw.code)
@@ -178,7 +197,9 @@ func (p *Proxier) Serve(w http.ResponseWriter, r *http.Request, t Target) {
 		return
 	}
 	ownAnswer(w, chainCacheControl)
-	annotateFailedOver(ctx, tried)
+	if len(tried) > 0 {
+		annotateFailedOver(ctx, tried)
+	}
 	audit.AddAuditAnnotation(ctx, status.AuditError, "no peer could take the request")
 	if p.allGone(tried) {
 		// The view the candidates came from is older than their Leases
@@ -221,10 +242,10 @@ func ownAnswer(w http.ResponseWriter, chainCacheControl []string) {
 	}
 }
 
+// annotateFailedOver names the candidates tried before the one that
+// answered (or before giving up).
 func annotateFailedOver(ctx context.Context, ids []string) {
-	if len(ids) > 0 {
-		audit.AddAuditAnnotation(ctx, status.AuditFailedOver, strings.Join(ids, ","))
-	}
+	audit.AddAuditAnnotation(ctx, status.AuditFailedOver, strings.Join(ids, ","))
 }
 
 // serveUpgrade proxies an upgrade (exec, attach, port-forward, websocket)
@@ -292,24 +313,39 @@ var clientOnlyHeaders = []string{
 // servers move, and a cache rebuilt from scratch costs one allocation each.
 const maxCachedProxies = 256
 
+// proxyKey names a cached reverse proxy: one per peer endpoint and way of
+// handling the answer.
 type proxyKey struct {
-	endpoint    string
-	longRunning bool
+	endpoint string
+	answer   answerHandling
 }
 
-// reverseProxy returns the reverse proxy to one peer endpoint. Its Rewrite
-// runs after httputil.ReverseProxy has removed the hop-by-hop headers
-// (those the client's Connection header names included), so the identity,
-// loop and Audit-ID headers it sets reach the peer whatever the client
-// sent. Errors are recorded in the trackingWriter, so that serve can decide
-// whether to try the next peer; redirects are refused as
-// UpgradeAwareHandler's RejectForwardingRedirects does; the transport is
-// read per request, so a CA reload takes effect at once.
-func (p *Proxier) reverseProxy(endpoint string, longRunning bool) *httputil.ReverseProxy {
-	key := proxyKey{endpoint, longRunning}
-	if rp, ok := p.proxies.Load(key); ok {
-		return rp.(*httputil.ReverseProxy)
-	}
+// answerHandling is what a reverse proxy does with a peer's answer
+// (modifyResponse) and which pool it uses.
+type answerHandling uint8
+
+const (
+	// answerPlain: a write, passed on as it comes.
+	answerPlain answerHandling = iota
+	// answerReadAhead: a read (GET, HEAD) that is not long-running: its
+	// start is read before anything goes to the client (readAhead).
+	answerReadAhead
+	// answerStream: long-running (watch, logs): no response header
+	// timeout, streamed at once, ended cleanly (endCleanly).
+	answerStream
+)
+
+// newReverseProxy builds and caches the reverse proxy of key (Serve loads
+// a cached one first). Its Rewrite runs after httputil.ReverseProxy has
+// removed the hop-by-hop headers (those the client's Connection header
+// names included), so the identity, loop and Audit-ID headers it sets
+// reach the peer whatever the client sent. Errors are recorded in the
+// trackingWriter, so that Serve can decide whether to try the next peer;
+// redirects are refused as UpgradeAwareHandler's RejectForwardingRedirects
+// does; the transport is read per request, so a CA reload takes effect at
+// once.
+func (p *Proxier) newReverseProxy(key proxyKey) *httputil.ReverseProxy {
+	endpoint := key.endpoint
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "https", endpoint
@@ -321,9 +357,9 @@ func (p *Proxier) reverseProxy(endpoint string, longRunning bool) *httputil.Reve
 			u, _ := apirequest.UserFrom(pr.In.Context())
 			setPeerHeaders(pr.Out, u)
 		},
-		Transport:      currentTransport{p: p, longRunning: longRunning},
+		Transport:      currentTransport{p: p, longRunning: key.answer == answerStream},
 		BufferPool:     &copyBuffers,
-		ModifyResponse: modifyResponse(longRunning),
+		ModifyResponse: modifyResponse(key.answer),
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			if tw, ok := w.(*trackingWriter); ok {
 				tw.err = err

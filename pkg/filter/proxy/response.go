@@ -95,10 +95,10 @@ var readAheadBuffers sync.Pool
 // to the client. A peer that dies within it (a SIGKILL in the middle of a
 // list) then fails the attempt before anything was written, and serve
 // repeats the read on the next candidate instead of cutting the client's
-// response. Only GET and HEAD on the short-running path: a write is never
-// repeated, and a watch must not wait for bytes.
+// response. Only GET and HEAD on the short-running path (answerReadAhead):
+// a write is never repeated, and a watch must not wait for bytes.
 func readAhead(resp *http.Response) error {
-	if resp.Request == nil || !safeRead(resp.Request) || resp.Body == nil || resp.Body == http.NoBody {
+	if resp.Body == nil || resp.Body == http.NoBody {
 		return nil
 	}
 	bp, _ := readAheadBuffers.Get().(*[]byte)
@@ -144,7 +144,7 @@ func (b *readAheadBody) Close() error {
 // set already are dropped, a redirect is refused (rejectRedirect), and the
 // answer is then held back until its start is read (readAhead) or, for a
 // long-running request, streamed with a clean end (endCleanly).
-func modifyResponse(longRunning bool) func(*http.Response) error {
+func modifyResponse(answer answerHandling) func(*http.Response) error {
 	return func(resp *http.Response) error {
 		// The peer's Audit-ID is this request's (forwarded); the priority
 		// and fairness headers name the peer's flow schema, not the one
@@ -155,11 +155,13 @@ func modifyResponse(longRunning bool) func(*http.Response) error {
 		if resp.StatusCode >= 300 && resp.StatusCode <= 399 && resp.Header.Get("Location") != "" {
 			rejectRedirect(resp)
 		}
-		if longRunning {
+		switch answer {
+		case answerStream:
 			endCleanly(resp)
-			return nil // a stream: never held back
+		case answerReadAhead:
+			return readAhead(resp)
 		}
-		return readAhead(resp)
+		return nil
 	}
 }
 
@@ -195,10 +197,4 @@ func sameServerOpenAPIRedirect(resp *http.Response) bool {
 	loc, err := url.Parse(resp.Header.Get("Location"))
 	return err == nil && loc.Scheme == "" && loc.Host == "" && loc.User == nil &&
 		strings.HasPrefix(loc.Path, openAPIPrefix) && !strings.HasPrefix(resp.Header.Get("Location"), "//")
-}
-
-// safeRead is true for reads: repeating them on another peer changes
-// nothing (upgrades are excluded by the caller).
-func safeRead(r *http.Request) bool {
-	return r.Method == http.MethodGet || r.Method == http.MethodHead
 }

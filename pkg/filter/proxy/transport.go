@@ -78,10 +78,10 @@ type Proxier struct {
 	// skipped, and when none could be reached.
 	snapshot *atomic.Pointer[routing.Snapshot]
 
-	// proxies holds one reverse proxy per peer endpoint and kind of
-	// request (a handful: one per kube-apiserver), built once. Building one
-	// per request, as UpgradeAwareHandler does, costs allocations and a
-	// 32 KiB copy buffer on every proxied request.
+	// proxies holds one reverse proxy per peer endpoint and way of
+	// handling the answer (proxyKey: a handful per kube-apiserver), built
+	// once. Building one per request, as UpgradeAwareHandler does, costs
+	// allocations and a 32 KiB copy buffer on every proxied request.
 	proxies      sync.Map // proxyKey -> *httputil.ReverseProxy
 	proxiesCount atomic.Int32
 }

@@ -17,6 +17,7 @@ package proxy
 import (
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 )
 
@@ -62,3 +63,25 @@ func (t *trackingWriter) Write(b []byte) (int, error) {
 
 // Unwrap makes trackingWriter a responsewriter.UserProvidedDecorator.
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+// copyBufferSize is httputil's default copy buffer size.
+const copyBufferSize = 32 << 10
+
+// copyBuffers pools the reverse proxies' copy buffers: without it, every
+// proxied answer allocated its own 32 KiB.
+var copyBuffers bufferPool
+
+type bufferPool struct{ pool sync.Pool }
+
+func (b *bufferPool) Get() []byte {
+	if buf, ok := b.pool.Get().(*[copyBufferSize]byte); ok {
+		return buf[:]
+	}
+	return new([copyBufferSize]byte)[:]
+}
+
+func (b *bufferPool) Put(buf []byte) {
+	if len(buf) == copyBufferSize {
+		b.pool.Put((*[copyBufferSize]byte)(buf))
+	}
+}

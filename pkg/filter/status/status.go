@@ -64,14 +64,25 @@ type Subject struct {
 }
 
 // ResourceSubject is a resource request's Subject.
+// Its name is made only when asked for (Name): a proxied request that
+// succeeds never needs it.
 func ResourceSubject(gvr schema.GroupVersionResource) Subject {
-	return Subject{Labels: metrics.ResourceLabels(gvr), details: gvr.GroupResource(), statusVersion: gvr.GroupVersion(), name: gvr.GroupResource().String()}
+	return Subject{
+		Labels:        metrics.Labels{Group: gvr.Group, Version: gvr.Version, Resource: gvr.Resource},
+		details:       gvr.GroupResource(),
+		statusVersion: gvr.GroupVersion(),
+	}
 }
 
 // GroupVersionSubject is the Subject of a group-version's discovery or
 // OpenAPI document (no resource).
 func GroupVersionSubject(gv schema.GroupVersion) Subject {
-	return Subject{Labels: metrics.GroupVersionLabels(gv), details: schema.GroupResource{Group: gv.Group}, statusVersion: gv, name: gv.String()}
+	return Subject{
+		Labels:        metrics.Labels{Group: gv.Group, Version: gv.Version},
+		details:       schema.GroupResource{Group: gv.Group},
+		statusVersion: gv,
+		name:          gv.String(),
+	}
 }
 
 // documentVersion encodes the Status answers about documents that belong
@@ -87,7 +98,12 @@ var OpenAPIRootSubject = Subject{
 }
 
 // Name names the subject in messages and logs.
-func (s Subject) Name() string { return s.name }
+func (s Subject) Name() string {
+	if s.name == "" {
+		return s.details.String() // a resource (ResourceSubject)
+	}
+	return s.name
+}
 
 // DiscoverySubject names a discovery document in a 503's Status. Its 503
 // is never counted as a proxy error: it has no metric labels.
@@ -125,7 +141,7 @@ func (a Answers) NoneReady(w http.ResponseWriter, r *http.Request, s Subject, wh
 func (a Answers) peersUnavailable(w http.ResponseWriter, r *http.Request, s Subject, why string, retryAfter int) {
 	metrics.ProxyError(r.Context(), metrics.ErrorUnavailable, s.Labels)
 	metrics.RoutedAnswer(http.StatusServiceUnavailable)
-	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.name, why), retryAfter)
+	a.serviceUnavailable(w, r, s, fmt.Sprintf("%s is served by peer kube-apiservers that are unavailable: %s", s.Name(), why), retryAfter)
 }
 
 // RetryLater answers 503 with message, a Status body and Retry-After:
@@ -158,7 +174,7 @@ func (a Answers) SentButFailed(w http.ResponseWriter, r *http.Request, s Subject
 	if isTimeout(err) {
 		code, reason, what = http.StatusGatewayTimeout, metav1.StatusReasonTimeout, "did not answer in time"
 	}
-	msg := fmt.Sprintf("%s is served by peer kube-apiserver %s: the request was proxied to it, and it %s", s.name, peerID, what)
+	msg := fmt.Sprintf("%s is served by peer kube-apiserver %s: the request was proxied to it, and it %s", s.Name(), peerID, what)
 	var delay int32
 	if r.Method == http.MethodGet || r.Method == http.MethodHead { // a read: retrying it changes nothing
 		delay = int32(a.RetryAfter)
