@@ -52,6 +52,13 @@ const (
 // under it in three of four runs), failed to 1,000 (1.2 × 839), skipped
 // to 1,750 (1.5 × 1,171). A server answering 503 where a peer could serve fails all three
 // and the floor; the 30-minute both-routing soaks hold the exact bars.
+// The p99 sits near an edge: about 1 % of the operations take over 1 s
+// in every run (clients of a frozen server, waits through a partition).
+// On 2026-12-06 ours went over it in two runs of five (2,069 and 2,009
+// ms; upstream 2,007 ms beside the second): 7 to 10 of each run's slow
+// operations were the servers' first Widget writes, 2 s each on either
+// routing, which workload.SetUp now makes before the operations start.
+// The two runs after that: ours 241 and 101 ms, upstream's 186 and 161.
 var CIClientBounds = &ClientBounds{Seed: CISeed, P99ToSuccess: 60 * time.Millisecond, Failed: 1000, Skipped: 1750}
 
 var (
