@@ -56,8 +56,14 @@ type Clients struct {
 	P99ToSuccess time.Duration `json:"p99ToSuccess"`
 	Succeeded    int           `json:"succeeded"`
 	// Failed: operations that did not succeed after client-go's retries.
-	Failed  int `json:"failed"`
-	Skipped int `json:"skipped"`
+	Failed int `json:"failed"`
+	// FailedOrSlow: operations that failed, or succeeded after more than
+	// MinLatencyBar. Reported, not checked: unlike P99ToSuccess it counts
+	// a client that waited through Retry-After and succeeded no worse than
+	// one that failed, and it is not near an edge when about 1 % of the
+	// operations are slow (docs/harness.md, the CI bounds).
+	FailedOrSlow int `json:"failedOrSlow"`
+	Skipped      int `json:"skipped"`
 	// Completed counts the operations that succeeded, by kind and by the
 	// server they were sent to.
 	Completed map[string][]int `json:"completed"`
@@ -79,7 +85,11 @@ func ClientsOf(r *Result) Clients {
 		}
 		if s.Code != 200 {
 			c.Failed++
+			c.FailedOrSlow++
 			continue
+		}
+		if s.Took > MinLatencyBar {
+			c.FailedOrSlow++
 		}
 		c.Succeeded++
 		took = append(took, s.Took)

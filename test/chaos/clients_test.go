@@ -101,3 +101,21 @@ func TestCheckClients(t *testing.T) {
 		t.Errorf("13 skipped against upstream's 10: %+v", vs)
 	}
 }
+
+// FailedOrSlow counts failures and successes over MinLatencyBar, watches
+// left out, as P99ToSuccess leaves them out.
+func TestClientsFailedOrSlow(t *testing.T) {
+	r := &Result{Samples: []workload.Sample{
+		{Kind: "configmaps", Verb: "get", Code: 200, Took: 10 * time.Millisecond},
+		{Kind: "configmaps", Verb: "get", Code: 200, Took: MinLatencyBar},
+		{Kind: "configmaps", Verb: "get", Code: 200, Took: MinLatencyBar + time.Millisecond},
+		{Kind: "configmaps", Verb: "list", Code: 200, Took: 9 * time.Second},
+		{Kind: "configmaps", Verb: "create", Code: 503, Took: time.Millisecond},
+		{Kind: "configmaps", Verb: "get", Code: 404, Took: 20 * time.Second},
+		{Kind: "configmaps", Verb: "watch", Code: 200, Took: 15 * time.Second},
+	}}
+	c := ClientsOf(r)
+	if c.FailedOrSlow != 4 || c.Failed != 2 || c.Succeeded != 4 {
+		t.Fatalf("failed or slow %d, failed %d, succeeded %d; want 4, 2, 4", c.FailedOrSlow, c.Failed, c.Succeeded)
+	}
+}

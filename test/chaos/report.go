@@ -66,6 +66,10 @@ func Markdown(results ...*Result) string {
 		c := ClientsOf(r)
 		return fmt.Sprintf("%s / %d / %d", ms(c.P99ToSuccess), c.Failed, c.Skipped)
 	})
+	row("clients: failed or over 1 s (reported, not checked)", func(r *Result, _ workload.Counts) string {
+		c := ClientsOf(r)
+		return fmt.Sprintf("%d (%.2f %%)", c.FailedOrSlow, 100*float64(c.FailedOrSlow)/float64(max(1, c.Succeeded+c.Failed)))
+	})
 	row("operations (after client-go's retries)", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.Ops) })
 	row("2xx", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.OK) })
 	row("404", func(_ *Result, c workload.Counts) string { return fmt.Sprint(c.NotFound) })
