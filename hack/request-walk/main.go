@@ -42,8 +42,10 @@ const module = "sigs.k8s.io/peerdiscovery/"
 // call matches a traced call: "> goroutine(N): <package>.<function>(args".
 var call = regexp.MustCompile(`^> goroutine\(\d+\): (sigs\.k8s\.io/peerdiscovery/[\w/]+)\.((?:\(\*?\w+\)\.)?[\w.]+(?:-fm)?)\(`)
 
-// closure is the suffix dlv gives a function literal (".func1", ".func2.1").
-var closure = regexp.MustCompile(`(\.func\d+)+(\.\d+)*$`)
+// closure is the suffix dlv gives a function literal (".func1",
+// ".func2.1") and the compiler's wrapper of a go or defer statement
+// (".gowrap1", ".deferwrap1"): code of the function it is in.
+var closure = regexp.MustCompile(`(\.(func|gowrap|deferwrap)\d+)+(\.\d+)*$`)
 
 func main() {
 	root := flag.String("root", ".", "the repository's root")

@@ -42,6 +42,7 @@ const trace = `> goroutine(1): sigs.k8s.io/peerdiscovery/pkg/filter.New(...)
 > goroutine(156): sigs.k8s.io/peerdiscovery/pkg/filter/proxy.(*attempt).wroteRequest(("*sigs.k8s.io/peerdiscovery/pkg/filter/proxy.attempt")(0xbec6b336080))
 > goroutine(46): sigs.k8s.io/peerdiscovery/pkg/filter/proxy.(*trackingWriter).Header(("*sigs.k8s.io/peerdiscovery/pkg/filter/proxy.trackingWriter")(0xbec6ad36480))
 > goroutine(46): sigs.k8s.io/peerdiscovery/pkg/filter/proxy.(*inflight).bind.func2()
+> goroutine(47): sigs.k8s.io/peerdiscovery/pkg/filter/proxy.endCleanly.gowrap1()
 > goroutine(46): sigs.k8s.io/peerdiscovery/pkg/filter/proxy.annotateFailedOver(context.Context(*context.valueCtx) 0xbeef)
 > goroutine(46): sigs.k8s.io/peerdiscovery/pkg/filter/metrics.Proxied(context.Context(*context.valueCtx) 0xbeef)
 > goroutine(46): sigs.k8s.io/peerdiscovery/pkg/filter/metrics.incRerouted(context.Context(*context.valueCtx) 0xbeef)
@@ -68,6 +69,7 @@ func TestWalk(t *testing.T) {
 		{"proxy.currentTransport.RoundTrip", "pkg/filter/proxy/transport.go"},
 		{"proxy.(*attempt).wroteRequest", "pkg/filter/proxy/transport.go"},
 		{"proxy.(*inflight).bind.func2", "pkg/filter/proxy/inflight.go"},
+		{"proxy.endCleanly.gowrap1", "pkg/filter/proxy/response.go"},
 		{"proxy.annotateFailedOver", "pkg/filter/proxy/proxy.go"},
 		{"metrics.Proxied", "pkg/filter/metrics/metrics.go"},
 		// upstream.go, not the v1.35 build's upstream_k8s135.go.
@@ -78,7 +80,7 @@ func TestWalk(t *testing.T) {
 	}
 	order, entries := fileEntries(steps)
 	if want := []string{"pkg/filter/filter.go", "pkg/routing/decide.go", "pkg/filter/proxy/proxy.go", "pkg/filter/proxy/inflight.go",
-		"pkg/filter/proxy/transport.go", "pkg/filter/metrics/metrics.go", "pkg/filter/metrics/upstream.go"}; !reflect.DeepEqual(order, want) {
+		"pkg/filter/proxy/transport.go", "pkg/filter/proxy/response.go", "pkg/filter/metrics/metrics.go", "pkg/filter/metrics/upstream.go"}; !reflect.DeepEqual(order, want) {
 		t.Errorf("order %v, want %v", order, want)
 	}
 	if entries["pkg/filter/proxy/proxy.go"] != 3 || entries["pkg/filter/proxy/inflight.go"] != 2 || entries["pkg/filter/proxy/transport.go"] != 1 {
