@@ -66,6 +66,14 @@ kp::write_kubeadm_config() {
   value: registry.example.com/kube-apiserver-peerdiscovery:${version}
 EOT
   fi
+  # docs/operations.md, section 3: etcd's static Pod keeps one UID, so the
+  # new kubelet of an upgrade adopts the running etcd instead of killing it
+  # as an orphan (a minor's kubelet hashes the manifest to another UID).
+  cat >"${d}/etc/kubernetes/patches/etcd0+json.yaml" <<EOT
+- op: add
+  path: /metadata/uid
+  value: $(cat /proc/sys/kernel/random/uuid)
+EOT
   # This machine's share of the host: the node's cgroup (a real machine
   # has the root to itself).
   cat >"${d}/etc/kubernetes/patches/kubeletconfiguration0+merge.yaml" <<EOT
@@ -188,9 +196,9 @@ plan:
   - SystemVerification
 apply:
   kubernetesVersion: ${version}
-  # etcd is pinned (etcd.local.imageTag): nothing to upgrade, and a
-  # rewritten manifest would restart it once more (a leader's stop hands
-  # its leadership over, and writes in flight then fail).
+  # etcd is pinned (etcd.local.imageTag) and keeps its own UID (its
+  # patch): nothing to upgrade, and kubeadm would wait for a restart that
+  # does not come.
   etcdUpgrade: false
   patches:
     directory: /etc/kubernetes/patches
@@ -379,8 +387,8 @@ cmd_upgrade_node() {
       /etc/kubernetes/patches/kube-apiserver0+json.yaml
   fi
   kp::write_upgrade_config "${i}" "${version}"
-  # Out of the load balancer for the node's whole roll: its etcd stops for
-  # the kubelet (a stacked kube-apiserver's requests would wait for it).
+  # Out of the load balancer for the node's whole roll: its kube-apiserver
+  # restarts twice (kubeadm's manifest, then the kubelet's upgrade).
   kp::lb_set "${i}" drain
   if ((i == 0)); then
     kp::admin "${i}" kubeadm upgrade plan --config /etc/kubernetes/kubeadm/upgrade.yaml
@@ -389,20 +397,22 @@ cmd_upgrade_node() {
     kp::admin "${i}" kubeadm upgrade node --config /etc/kubernetes/kubeadm/upgrade.yaml
   fi
   kp::admin admin kubectl drain "node-${i}" --ignore-daemonsets --delete-emptydir-data
-  # No Pod runs across a kubelet minor upgrade (drain does not stop static
-  # Pods): the new kubelet would take them for orphans and kill them with a
-  # 1 s grace. So they stop first, gracefully, kube-apiserver before the
-  # etcd it needs until it has stopped.
+  # No Pod whose UID kubeadm's manifest decides runs across a kubelet minor
+  # upgrade (drain does not stop static Pods): the new kubelet would take
+  # them for orphans and kill them with a 1 s grace. So they stop first,
+  # gracefully, kube-apiserver first. etcd has a UID of its own (its patch)
+  # and keeps running: a stop of its leader would hand leadership over, and
+  # writes in flight then fail.
   kp::admin "${i}" mkdir -p /etc/kubernetes/manifests-stopped
   kp::admin "${i}" mv /etc/kubernetes/manifests/kube-apiserver.yaml /etc/kubernetes/manifests-stopped/
   kp::admin_sh "${i}" "until out=\$(crictl ps -q --name '^kube-apiserver\$') && [ -z \"\$out\" ]; do sleep 1; done"
-  kp::admin "${i}" mv /etc/kubernetes/manifests/etcd.yaml /etc/kubernetes/manifests/kube-controller-manager.yaml \
-    /etc/kubernetes/manifests/kube-scheduler.yaml /etc/kubernetes/manifests-stopped/
-  kp::admin_sh "${i}" "until out=\$(crictl ps -q --name '^(etcd|kube-controller-manager|kube-scheduler)\$') && [ -z \"\$out\" ]; do sleep 1; done"
+  kp::admin "${i}" mv /etc/kubernetes/manifests/kube-controller-manager.yaml /etc/kubernetes/manifests/kube-scheduler.yaml \
+    /etc/kubernetes/manifests-stopped/
+  kp::admin_sh "${i}" "until out=\$(crictl ps -q --name '^(kube-controller-manager|kube-scheduler)\$') && [ -z \"\$out\" ]; do sleep 1; done"
   # The kubelet package, then "systemctl restart kubelet".
   kp::install_binary "${i}" kubelet "${version}"
   kp::node_restart_kubelet "${i}"
-  kp::admin "${i}" mv /etc/kubernetes/manifests-stopped/etcd.yaml /etc/kubernetes/manifests-stopped/kube-apiserver.yaml \
+  kp::admin "${i}" mv /etc/kubernetes/manifests-stopped/kube-apiserver.yaml \
     /etc/kubernetes/manifests-stopped/kube-controller-manager.yaml /etc/kubernetes/manifests-stopped/kube-scheduler.yaml \
     /etc/kubernetes/manifests/
   kp::admin admin kubectl uncordon "node-${i}"

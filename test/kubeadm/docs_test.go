@@ -31,6 +31,8 @@ var runValues = []struct {
 	{regexp.MustCompile(`token: [a-z0-9]{6}\.[a-z0-9]{16}`), "token: abcdef.0123456789abcdef"},
 	{regexp.MustCompile(`certificateKey: [0-9a-f]{64}`), "certificateKey: <kubeadm certs certificate-key>"},
 	{regexp.MustCompile(`- sha256:[0-9a-f]{64}`), "- sha256:<hash of /etc/kubernetes/pki/ca.crt>"},
+	// etcd's static Pod UID, one per node (uuidgen): the runbook's example.
+	{regexp.MustCompile(`(?m)^  value: [0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`), "  value: 0b6b2c8e-6f1e-4a57-9d3c-2f0e8c1d4a7b"},
 	{regexp.MustCompile(`deploy-certs\.sh --dir \S+`), "deploy-certs.sh"},
 	// The run's haproxy socket; the runbook names Debian's.
 	{regexp.MustCompile(`socat stdio \S+`), "socat stdio /run/haproxy/admin.sock"},
@@ -137,8 +139,8 @@ func TestDocsMatchAKeptRun(t *testing.T) {
 		t.Skip("PEERDISCOVERY_KUBEADM_RUN names no kept run")
 	}
 	planeDir = dir
-	checkDocsHaveFiles(t, 0, "kubeadm/init.yaml")
-	checkDocsHaveFiles(t, 1, "kubeadm/join.yaml")
+	checkDocsHaveFiles(t, 0, "kubeadm/init.yaml", "patches/etcd0+json.yaml")
+	checkDocsHaveFiles(t, 1, "kubeadm/join.yaml", "patches/etcd0+json.yaml")
 	if _, err := os.Stat(filepath.Join(dir, "nodes", "node-0", "etc", "kubernetes", "kubeadm", "upgrade.yaml")); err == nil {
 		checkDocsHaveFiles(t, 0, "kubeadm/upgrade.yaml")
 	}

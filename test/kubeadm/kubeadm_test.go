@@ -156,8 +156,8 @@ func TestPlaneMadeByKubeadm(t *testing.T) {
 	}
 	// docs/operations.md, section 3: what kubeadm was given, and the
 	// commands that made the plane.
-	checkDocsHaveFiles(t, 0, "kubeadm/init.yaml", "patches/kube-apiserver0+json.yaml")
-	checkDocsHaveFiles(t, 1, "kubeadm/join.yaml")
+	checkDocsHaveFiles(t, 0, "kubeadm/init.yaml", "patches/kube-apiserver0+json.yaml", "patches/etcd0+json.yaml")
+	checkDocsHaveFiles(t, 1, "kubeadm/join.yaml", "patches/etcd0+json.yaml")
 	checkDocsHaveCommands(t)
 }
 
@@ -247,4 +247,28 @@ func checkPlane(ctx context.Context, t *testing.T, version string) {
 			t.Errorf("kube-apiserver on node-%d: the filter is not enabled (peerdiscovery_filter_enabled)", i)
 		}
 	}
+}
+
+// etcdContainers maps each node to the container its etcd mirror Pod
+// reports: the roll keeps etcd running (its static Pod has a UID of its
+// own, docs/operations.md section 3), so these must not change.
+func etcdContainers(ctx context.Context, t *testing.T) map[string]string {
+	t.Helper()
+	cs := kubernetes.NewForConfigOrDie(serverConfig(t, -1))
+	pods, err := cs.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "component=etcd"})
+	if err != nil {
+		t.Fatalf("etcd Pods: %v", err)
+	}
+	ids := map[string]string{}
+	for _, p := range pods.Items {
+		for _, c := range p.Status.ContainerStatuses {
+			if c.Name == "etcd" {
+				ids[p.Spec.NodeName] = c.ContainerID
+			}
+		}
+	}
+	if len(ids) != nodes {
+		t.Fatalf("etcd containers on %d nodes, want %d: %v", len(ids), nodes, ids)
+	}
+	return ids
 }

@@ -130,6 +130,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		w.SetPhase(len(phases) - 1)
 		t.Logf("%.1fs: %s", w.Since().Seconds(), name)
 	}
+	etcdBefore := etcdContainers(ctx, t)
 	phase("warmup: 3 × " + from)
 	time.Sleep(plan.Warmup)
 	for i := range nodes {
@@ -151,6 +152,13 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	<-done
 	phases[len(phases)-1].End = w.Since()
 	stopChecks()
+	// Each stop of the etcd leader would hand leadership over and fail the
+	// writes in flight; the roll stops no etcd.
+	for node, id := range etcdContainers(ctx, t) {
+		if id != etcdBefore[node] {
+			t.Errorf("%s's etcd restarted during the roll: container %s, then %s", node, etcdBefore[node], id)
+		}
+	}
 	rotationMu.Lock()
 	t.Logf("load balancer:\n%s", strings.Join(rotation, "\n"))
 	rotationMu.Unlock()
