@@ -262,7 +262,9 @@ func etcdContainers(ctx context.Context, t *testing.T) map[string]string {
 	ids := map[string]string{}
 	for _, p := range pods.Items {
 		for _, c := range p.Status.ContainerStatuses {
-			if c.Name == "etcd" {
+			// Without an ID (not started yet) the comparison would prove
+			// nothing: such a node counts as missing.
+			if c.Name == "etcd" && c.ContainerID != "" {
 				ids[p.Spec.NodeName] = c.ContainerID
 			}
 		}
