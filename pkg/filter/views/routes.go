@@ -156,7 +156,7 @@ func (s *Routes) Start(ctx context.Context, loopback *rest.Config) error {
 		return err
 	}
 	s.run(ctx, func(resource string) cache.ListerWatcher {
-		return s.trackSource(resource, stampInput(countRelists(cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, watchedFields(resource)), resource), resource))
+		return s.trackSource(resource, stampInput(countRelists(newListWatch(client, resource, watchedFields(resource)), resource), resource))
 	})
 	return nil
 }
