@@ -247,7 +247,7 @@ func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, 
 		for _, s := range f.Top {
 			fmt.Fprintf(b, " %s %.2f;", s.Function, s.Bytes/(1<<20))
 		}
-		b.WriteString(" (a stack attribution: objects its Lease and local informers decode from watch events are allocated on client-go's goroutines, under no filter function, and are only in the difference below; the routes view's, under pkg/filter/views.(*eventDecoder).Decode, are in it)\n\n")
+		b.WriteString(" (a stack attribution: objects the filter's informers decode from watch events are allocated on client-go's goroutines, under no filter function, and are only in the difference below)\n\n")
 		break
 	}
 	for _, k := range keysOfState(diff, last.Name) {

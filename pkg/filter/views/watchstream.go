@@ -18,7 +18,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 
@@ -26,8 +25,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	restclientwatch "k8s.io/client-go/rest/watch"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -41,11 +42,13 @@ import (
 const largeWatchEvent = 64 << 10
 
 // newListWatch lists and watches resource (through client, selected by
-// fieldSelector) as client-go's ListWatch does, with a watch whose
-// decoder keeps no buffer of a large event once it is decoded.
+// fieldSelector) as client-go's ListWatch does, with a watch whose frame
+// decoder keeps no buffer of a large event once it is decoded; the events
+// themselves are read by client-go's rest/watch.Decoder.
 func newListWatch(client rest.Interface, resource string, fieldSelector fields.Selector) *cache.ListWatch {
 	lw := cache.NewListWatchFromClient(client, resource, metav1.NamespaceAll, fieldSelector)
-	objects := codecs.WithoutConversion().DecoderToVersion(jsonSerializer(), nil)
+	serializer := jsonSerializer()
+	objects := codecs.WithoutConversion().DecoderToVersion(serializer, nil)
 	watchFunc := func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 		o.Watch = true
 		o.FieldSelector = fieldSelector.String()
@@ -55,7 +58,7 @@ func newListWatch(client rest.Interface, resource string, fieldSelector fields.S
 		}
 		// As rest.Request.Watch: a stream that cannot be decoded ends the
 		// watch with an Error event of this reason.
-		return watch.NewStreamWatcher(newEventDecoder(body, objects),
+		return watch.NewStreamWatcher(restclientwatch.NewDecoder(newFrameDecoder(body, serializer), objects),
 			apierrors.NewClientErrorReporter(http.StatusInternalServerError, http.MethodGet, "ClientWatchDecoding")), nil
 	}
 	lw.WatchFuncWithContext = watchFunc
@@ -73,47 +76,38 @@ func jsonSerializer() runtime.Serializer {
 	return info.Serializer
 }
 
-// eventDecoder reads a JSON watch stream (metav1.WatchEvent after
-// metav1.WatchEvent) as client-go's rest/watch.Decoder does, and starts
-// a fresh encoding/json.Decoder after each large event, keeping only
-// what the old one had read ahead.
-type eventDecoder struct {
-	body    io.ReadCloser
-	json    *json.Decoder
-	objects runtime.Decoder
+// frameDecoder is a streaming.Decoder of a JSON watch stream, one
+// metav1.WatchEvent after another, as apimachinery's streaming decoder
+// over its JSON framer is, but it starts a fresh encoding/json.Decoder
+// after each large event, keeping only what the old one had read ahead.
+type frameDecoder struct {
+	body       io.ReadCloser
+	json       *json.Decoder
+	serializer runtime.Decoder
 	// restarts counts the fresh decoders (tests).
 	restarts int
 }
 
-func newEventDecoder(body io.ReadCloser, objects runtime.Decoder) *eventDecoder {
-	return &eventDecoder{body: body, json: json.NewDecoder(body), objects: objects}
+func newFrameDecoder(body io.ReadCloser, serializer runtime.Decoder) *frameDecoder {
+	return &frameDecoder{body: body, json: json.NewDecoder(body), serializer: serializer}
 }
 
-// Decode returns the next event; io.EOF at the stream's clean end.
-func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
-	start := d.json.InputOffset()
-	var got metav1.WatchEvent
-	if err := d.json.Decode(&got); err != nil {
-		return "", nil, err
+// Decode decodes the next frame into into; io.EOF at the stream's clean
+// end, io.ErrUnexpectedEOF when it ends mid-frame.
+func (d *frameDecoder) Decode(defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	var frame json.RawMessage
+	if err := d.json.Decode(&frame); err != nil {
+		return nil, nil, err
 	}
-	if d.json.InputOffset()-start > largeWatchEvent {
+	if len(frame) > largeWatchEvent {
 		ahead, err := io.ReadAll(d.json.Buffered())
 		if err != nil {
-			return "", nil, err
+			return nil, nil, err
 		}
 		d.json = json.NewDecoder(io.MultiReader(bytes.NewReader(ahead), d.body))
 		d.restarts++
 	}
-	switch t := watch.EventType(got.Type); t {
-	case watch.Added, watch.Modified, watch.Deleted, watch.Error, watch.Bookmark:
-		obj, err := runtime.Decode(d.objects, got.Object.Raw)
-		if err != nil {
-			return "", nil, fmt.Errorf("unable to decode watch event: %w", err)
-		}
-		return t, obj, nil
-	default:
-		return "", nil, fmt.Errorf("got invalid watch event type: %v", got.Type)
-	}
+	return d.serializer.Decode(frame, defaults, into)
 }
 
-func (d *eventDecoder) Close() { _ = d.body.Close() }
+func (d *frameDecoder) Close() error { return d.body.Close() }

@@ -29,6 +29,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	restclientwatch "k8s.io/client-go/rest/watch"
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 )
@@ -50,14 +51,15 @@ type chunkReader struct {
 func (c chunkReader) Read(p []byte) (int, error) { return c.r.Read(p[:min(len(p), c.n)]) }
 func (c chunkReader) Close() error               { return nil }
 
-func TestEventDecoderReadsEveryEventAcrossAFreshDecoder(t *testing.T) {
+func TestWatchDecodingReadsEveryEventAcrossAFreshDecoder(t *testing.T) {
 	stream := discoveryEvent("ADDED", "a", 10) +
 		discoveryEvent("MODIFIED", "a", 3*largeWatchEvent) +
 		discoveryEvent("MODIFIED", "a", 20) +
 		`{"type":"BOOKMARK","object":{"kind":"PeerAggregatedDiscovery","apiVersion":"peerdiscovery.k8s.io/v1alpha1","metadata":{"resourceVersion":"3"}}}` + "\n" +
 		`{"type":"ERROR","object":{"kind":"Status","apiVersion":"v1","status":"Failure","message":"too old resource version","reason":"Expired","code":410}}` + "\n" +
 		discoveryEvent("DELETED", "a", 0)
-	d := newEventDecoder(chunkReader{strings.NewReader(stream), 1000}, codecs.WithoutConversion().DecoderToVersion(jsonSerializer(), nil))
+	frames := newFrameDecoder(chunkReader{strings.NewReader(stream), 1000}, jsonSerializer())
+	d := restclientwatch.NewDecoder(frames, codecs.WithoutConversion().DecoderToVersion(jsonSerializer(), nil))
 	want := []struct {
 		typ     watch.EventType
 		padding int
@@ -86,12 +88,12 @@ func TestEventDecoderReadsEveryEventAcrossAFreshDecoder(t *testing.T) {
 	if _, _, err := d.Decode(); err != io.EOF {
 		t.Fatalf("after the last event: %v, want io.EOF", err)
 	}
-	if d.restarts != 1 {
-		t.Fatalf("%d fresh decoders, want 1 (after the one large event)", d.restarts)
+	if frames.restarts != 1 {
+		t.Fatalf("%d fresh decoders, want 1 (after the one large event)", frames.restarts)
 	}
 }
 
-func TestEventDecoderRefusesWhatIsNoWatchEvent(t *testing.T) {
+func TestWatchDecodingRefusesWhatIsNoWatchEvent(t *testing.T) {
 	objects := codecs.WithoutConversion().DecoderToVersion(jsonSerializer(), nil)
 	for name, stream := range map[string]string{
 		"unknown type": strings.Replace(discoveryEvent("ADDED", "a", 1), `"ADDED"`, `"RENAMED"`, 1),
@@ -99,7 +101,7 @@ func TestEventDecoderRefusesWhatIsNoWatchEvent(t *testing.T) {
 		"cut short":    discoveryEvent("ADDED", "a", 100)[:80],
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, _, err := newEventDecoder(io.NopCloser(strings.NewReader(stream)), objects).Decode()
+			_, _, err := restclientwatch.NewDecoder(newFrameDecoder(io.NopCloser(strings.NewReader(stream)), jsonSerializer()), objects).Decode()
 			if err == nil || err == io.EOF {
 				t.Fatalf("decoded %q: err=%v, want an error", stream, err)
 			}
