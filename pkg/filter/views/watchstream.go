@@ -18,6 +18,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net/http"
 
@@ -40,6 +42,11 @@ import (
 // until the watch times out, 5 to 10 minutes later (the bench's heap
 // profiles, 2026-12-07). Events of the other kinds are a few KB.
 const largeWatchEvent = 64 << 10
+
+// maxWatchEvent bounds one event, as client-go's streaming decoder does
+// (16 MiB): a larger one ends the watch with an error, and the informer
+// lists again, instead of taking whatever memory the stream asks.
+const maxWatchEvent = 16 << 20
 
 // newListWatch lists and watches resource (through client, selected by
 // fieldSelector) as client-go's ListWatch does, with a watch whose frame
@@ -81,22 +88,33 @@ func jsonSerializer() runtime.Serializer {
 // over its JSON framer is, but it starts a fresh encoding/json.Decoder
 // after each large event, keeping only what the old one had read ahead.
 type frameDecoder struct {
-	body       io.ReadCloser
+	body       *boundedReader
 	json       *json.Decoder
 	serializer runtime.Decoder
+	// start is where in body the current json decoder's input begins
+	// (what the last one had read ahead comes first).
+	start int64
+	// max bounds one frame (maxWatchEvent; tests set less).
+	max int64
 	// restarts counts the fresh decoders (tests).
 	restarts int
 }
 
 func newFrameDecoder(body io.ReadCloser, serializer runtime.Decoder) *frameDecoder {
-	return &frameDecoder{body: body, json: json.NewDecoder(body), serializer: serializer}
+	b := &boundedReader{r: body}
+	return &frameDecoder{body: b, json: json.NewDecoder(b), serializer: serializer, max: maxWatchEvent}
 }
 
 // Decode decodes the next frame into into; io.EOF at the stream's clean
-// end, io.ErrUnexpectedEOF when it ends mid-frame.
+// end, io.ErrUnexpectedEOF when it ends mid-frame, errWatchEventTooLarge
+// past max bytes.
 func (d *frameDecoder) Decode(defaults *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	d.body.limit = d.start + d.json.InputOffset() + d.max
 	var frame json.RawMessage
 	if err := d.json.Decode(&frame); err != nil {
+		if errors.Is(err, errWatchEventTooLarge) {
+			err = fmt.Errorf("%w: over %d bytes", err, d.max)
+		}
 		return nil, nil, err
 	}
 	if len(frame) > largeWatchEvent {
@@ -104,10 +122,28 @@ func (d *frameDecoder) Decode(defaults *schema.GroupVersionKind, into runtime.Ob
 		if err != nil {
 			return nil, nil, err
 		}
+		d.start = d.body.read - int64(len(ahead))
 		d.json = json.NewDecoder(io.MultiReader(bytes.NewReader(ahead), d.body))
 		d.restarts++
 	}
 	return d.serializer.Decode(frame, defaults, into)
 }
 
-func (d *frameDecoder) Close() error { return d.body.Close() }
+func (d *frameDecoder) Close() error { return d.body.r.Close() }
+
+var errWatchEventTooLarge = errors.New("watch event too large")
+
+// boundedReader reads r up to limit bytes from its start.
+type boundedReader struct {
+	r           io.ReadCloser
+	read, limit int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.read >= b.limit {
+		return 0, errWatchEventTooLarge
+	}
+	n, err := b.r.Read(p[:min(int64(len(p)), b.limit-b.read)])
+	b.read += int64(n)
+	return n, err
+}

@@ -112,6 +112,28 @@ func TestWatchDecodingRefusesWhatIsNoWatchEvent(t *testing.T) {
 	}
 }
 
+// An event over the bound ends the watch with an error after reading at
+// most the bound, whatever the stream sends (client-go's streaming
+// decoder stops at 16 MiB too); one under it, read before, is whole.
+func TestWatchDecodingStopsAtTheEventBound(t *testing.T) {
+	const max = 3 * largeWatchEvent
+	stream := discoveryEvent("ADDED", "a", 2*largeWatchEvent) + discoveryEvent("MODIFIED", "a", 4*largeWatchEvent)
+	frames := newFrameDecoder(chunkReader{strings.NewReader(stream), 1000}, jsonSerializer())
+	frames.max = max
+	d := restclientwatch.NewDecoder(frames, codecs.WithoutConversion().DecoderToVersion(jsonSerializer(), nil))
+	if typ, obj, err := d.Decode(); err != nil || typ != watch.Added || len(obj.(*v1alpha1.PeerAggregatedDiscovery).Annotations["padding"]) != 2*largeWatchEvent {
+		t.Fatalf("the event under the bound: %s, %v", typ, err)
+	}
+	_, _, err := d.Decode()
+	if !errors.Is(err, errWatchEventTooLarge) {
+		t.Fatalf("the event over the bound: %v, want errWatchEventTooLarge", err)
+	}
+	first := len(discoveryEvent("ADDED", "a", 2*largeWatchEvent))
+	if frames.body.read > int64(first+max) {
+		t.Fatalf("read %d bytes, want at most %d (the first event and the bound)", frames.body.read, first+max)
+	}
+}
+
 // After a large event the filter's watch keeps no buffer of its size
 // while it stays open: client-go's watch decoding kept two (the
 // streaming decoder's and encoding/json's), 2× the event in all.
