@@ -60,9 +60,9 @@ func TestEngineCrashedPeerTombstoneOnAReplicaStartedLater(t *testing.T) {
 		name   string
 		leases []runtime.Object
 	}{
-		{"served-record Lease", []runtime.Object{peerlease.NewRegistrationLease(nil, idA, epA, "v1.37.2", "", renewed), peerlease.NewServedLease(nil, idA, enc(docA()))}},
+		{"served-record Lease", []runtime.Object{peerlease.NewRegistrationLease(nil, idA, epA, "v1.37.2", "", renewed), peerlease.NewServedLease(nil, idA, peerlease.ServedContent{Served: enc(docA())})}},
 		{"in the registration Lease", []runtime.Object{recorded(t, idA, epA, renewed, docA())}},
-		{"both: the served-record Lease wins", []runtime.Object{recorded(t, idA, epA, renewed, docB()), peerlease.NewServedLease(nil, idA, enc(docA()))}},
+		{"both: the served-record Lease wins", []runtime.Object{recorded(t, idA, epA, renewed, docB()), peerlease.NewServedLease(nil, idA, peerlease.ServedContent{Served: enc(docA())})}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { crashedPeerTombstone(t, renewed, tc.leases) })
 	}

@@ -109,14 +109,28 @@ func (e *Engine) startRead(ctx context.Context, p *peerState, heartbeat bool, re
 // the change seconds after the event (a CRD once established, an
 // APIService once this server finds it available), each server at its own
 // moment, so the read the event starts can come too early. Any other peer
-// is read in full once per --resync-interval, the safety poll.
+// is read in full once per --resync-interval, the safety poll; its filter
+// records its discovery's ETags whenever they change (after its own read
+// each minute, or at once after a CRD or APIService event), and a new
+// record reads it at once (follow). A record without ETags (a filter from
+// before them) says nothing of the resources its list leaves out, so that
+// peer keeps a safety poll of untaggedResyncInterval.
 func (e *Engine) fullReadDue(p *peerState, now time.Time) bool {
-	if len(p.served) == 0 || !p.Ready || now.Sub(p.LastSyncTime) >= e.opts.ResyncInterval {
+	resync := e.opts.ResyncInterval
+	if p.etags.IsZero() {
+		resync = min(resync, untaggedResyncInterval)
+	}
+	if len(p.served) == 0 || !p.Ready || now.Sub(p.LastSyncTime) >= resync {
 		return true
 	}
 	last := e.discoveryEvent.Load()
 	return last != 0 && now.Sub(time.Unix(0, last)) < discoveryChurnRefreshes*e.opts.RefreshInterval
 }
+
+// untaggedResyncInterval is the safety poll of a peer whose record has no
+// discovery ETags: the filter's own read interval, the staleness bound
+// before the ETags were recorded.
+const untaggedResyncInterval = time.Minute
 
 // discoveryChurnRefreshes is how many refresh intervals after a CRD or
 // APIService event every refresh reads every peer in full.

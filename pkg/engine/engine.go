@@ -124,6 +124,10 @@ type peerState struct {
 	// replica last looked: a change means the peer's own discovery
 	// changed, so it is read again at once.
 	served []peerlease.ServedResource
+	// etags are the discovery ETags recorded with served when this
+	// replica last looked (zero: none): they change with every change of
+	// the peer's discovery, including what the list leaves out.
+	etags peerlease.DiscoveryETags
 	// recordedFrom is the recorded list the documents were built from
 	// when they are a recorded list (Recorded).
 	recordedFrom []peerlease.ServedResource

@@ -35,7 +35,7 @@ func servedLease(t *testing.T, id string, doc Document) runtime.Object {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return peerlease.NewServedLease(nil, id, enc)
+	return peerlease.NewServedLease(nil, id, peerlease.ServedContent{Served: enc})
 }
 
 // tickAndWait fires one refresh and waits until the engine handled the

@@ -47,6 +47,8 @@ type observed struct {
 	// records it (nil when it does not): its routes before this replica
 	// has read it, and its tombstone after it is gone.
 	served []peerlease.ServedResource
+	// etags are the discovery ETags recorded with served (zero: none).
+	etags peerlease.DiscoveryETags
 	// expires is when a live identity's Leases lapse unless renewed.
 	expires time.Time
 	// retiredBy is the newer identity registered at the same endpoint.
@@ -135,7 +137,7 @@ func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 	registrations := map[types.NamespacedName]bool{}
 	// served are the served-record Leases' records by server ID: they
 	// win over a record a registration Lease carries itself.
-	served := map[string][]peerlease.ServedResource{}
+	served := map[string]peerlease.ServedRecord{}
 	bad := func(l *coordinationv1.Lease, err error) {
 		key := l.Namespace + "/" + l.Name
 		seenBad[key] = true
@@ -156,7 +158,7 @@ func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 				bad(l, err)
 				continue
 			}
-			served[rec.ServerID] = rec.Served
+			served[rec.ServerID] = rec
 			continue
 		}
 		reg, isReg, isPeer, err := e.parseLease(l)
@@ -181,10 +183,10 @@ func (e *Engine) readLeases(ctx context.Context) map[string]*idLeases {
 			ls.ident = &reg
 		}
 	}
-	for id, rs := range served {
+	for id, rec := range served {
 		if ls := byID[id]; ls != nil && ls.reg != nil {
 			reg := *ls.reg
-			reg.Served = rs
+			reg.Served, reg.ETags = rec.Served, rec.ETags
 			ls.reg = &reg
 		}
 	}
@@ -227,7 +229,7 @@ func observeIdentity(ls *idLeases, judgeAt time.Time) *observed {
 	o.take(ls.ident, v1alpha1.PeerSourceIdentityLease, judgeAt)
 	o.take(ls.reg, v1alpha1.PeerSourceRegistrationLease, judgeAt)
 	if ls.reg != nil {
-		o.served = ls.reg.Served
+		o.served, o.etags = ls.reg.Served, ls.reg.ETags
 	}
 	if o.departed {
 		o.goneAt = ls.reg.GoneAt()

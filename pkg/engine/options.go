@@ -42,7 +42,7 @@ func NewOptions() *Options {
 	return &Options{
 		PeerServerName:          nopeer.DefaultPeerServerName,
 		RefreshInterval:         10 * time.Second,
-		ResyncInterval:          time.Minute,
+		ResyncInterval:          10 * time.Minute,
 		ScrapeTimeout:           5 * time.Second,
 		MaxDiscoveryBytes:       8 << 20,
 		ScrapeConcurrency:       8,
@@ -64,7 +64,7 @@ func (o *Options) durationFlags() []durationFlag {
 		{"refresh-interval", &o.RefreshInterval,
 			"How often every peer is checked: its /version (the readiness heartbeat) when its registration Lease records what it serves, else its whole discovery (with If-None-Match, so unchanged documents cost a 304)."},
 		{"resync-interval", &o.ResyncInterval,
-			"How often a peer whose registration Lease records what it serves has its whole discovery read anyway (the safety poll). A new record, a CRD or APIService change, a new version or a peer back from not ready reads it at once."},
+			"How often a peer whose served record carries its discovery's ETags has its whole discovery read anyway (the safety poll; a record without ETags: at most every minute). A new record or ETags, a CRD or APIService change, a new version or a peer back from not ready reads it at once."},
 		{"scrape-timeout", &o.ScrapeTimeout,
 			"Deadline for reading one peer's /api, /apis and /version."},
 		{"tombstone-period", &o.TombstonePeriod,

@@ -194,6 +194,15 @@ func (p *peerState) follow(o *observed) {
 		}
 		p.served = o.served
 	}
+	// New ETags mean its discovery changed, perhaps only in what the list
+	// leaves out (CRDs', aggregated APIs' resources): read it unless a
+	// read already brought those documents.
+	if o.etags != p.etags {
+		if p.tried && !o.etags.IsZero() && (o.etags.API != p.APIETag || o.etags.APIs != p.APIsETag) {
+			p.again = true
+		}
+		p.etags = o.etags
+	}
 }
 
 // forgetUnobserved handles the peers no Lease or EndpointSlice names any

@@ -48,15 +48,16 @@ const (
 type registrar struct {
 	leases                      coordinationclient.LeaseInterface
 	serverID, endpoint, version string
-	// served is EncodeServed of what this server serves itself, "" while
-	// unknown. It is written to the served-record Lease when it changes,
-	// before the renewal (peerlease.NewServedLease), so a crash leaves it
-	// behind and a renewal carries only liveness.
-	served func(context.Context) string
+	// served is what this server serves itself (EncodeServed's list and
+	// its discovery's ETags), zero while unknown. It is written to the
+	// served-record Lease when it changes, before the renewal
+	// (peerlease.NewServedLease), so a crash leaves it behind and a
+	// renewal carries only liveness.
+	served func(context.Context) peerlease.ServedContent
 	// lastServed is the record last written (or found written) at
 	// servedVerified; touched only by the renewal loop and the departure
 	// after it.
-	lastServed     string
+	lastServed     peerlease.ServedContent
 	servedVerified time.Time
 	// listed tells whether peerdiscovery's view lists a server (its
 	// tombstone lasts), and whether this filter knows the view at all.
@@ -83,7 +84,7 @@ type registrar struct {
 // at once). Every replica of peerdiscovery-apiserver, started at any time,
 // reads this server's routes and tombstone from the Lease, whether it left
 // gracefully or crashed. It also collects Leases whose tombstone ended.
-func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) string, listed func(string) (bool, bool), opts Options, clk clock.WithTickerAndDelayedExecution) (*registrar, error) {
+func startRegistration(ctx context.Context, loopback *rest.Config, serverID, endpoint, version string, served func(context.Context) peerlease.ServedContent, listed func(string) (bool, bool), opts Options, clk clock.WithTickerAndDelayedExecution) (*registrar, error) {
 	client, err := kubernetes.NewForConfig(loopback)
 	if err != nil {
 		return nil, err
@@ -146,7 +147,7 @@ func (r *registrar) renew(ctx context.Context) bool {
 	r.recordServed(rctx, r.served(ctx))
 	renewal := func(existing *coordinationv1.Lease) *coordinationv1.Lease {
 		l := peerlease.NewRegistrationLease(existing, r.serverID, r.endpoint, r.version, "", r.clock.Now())
-		if r.lastServed != "" {
+		if r.lastServed.Served != "" {
 			// Held by the served-record Lease; until it is, a record the
 			// Lease carries (a filter from before it) stays.
 			peerlease.DropServed(l)
@@ -192,19 +193,19 @@ func (r *registrar) renew(ctx context.Context) bool {
 }
 
 // recordServed writes the served-record Lease when served differs from
-// what was last written ("": not known yet, nothing to write), and reads
-// it again every servedRecheck: one deleted or changed by someone else (an
-// admin, a collection racing a restart) is written again. A failure is
-// tried again at the next renewal.
-func (r *registrar) recordServed(ctx context.Context, served string) {
-	if served == "" || (served == r.lastServed && r.clock.Since(r.servedVerified) < servedRecheck) {
+// what was last written (no list: not known yet, nothing to write), and
+// reads it again every servedRecheck: one deleted or changed by someone
+// else (an admin, a collection racing a restart) is written again. A
+// failure is tried again at the next renewal.
+func (r *registrar) recordServed(ctx context.Context, served peerlease.ServedContent) {
+	if served.Served == "" || (served == r.lastServed && r.clock.Since(r.servedVerified) < servedRecheck) {
 		return
 	}
 	existing, err := r.leases.Get(ctx, peerlease.ServedLeaseName(r.serverID), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		_, err = r.leases.Create(ctx, peerlease.NewServedLease(nil, r.serverID, served), metav1.CreateOptions{})
-	case err == nil && existing.Annotations[peerlease.ServedResourcesAnnotation] == served:
+	case err == nil && served.Holds(existing):
 		// Written by this server's previous run.
 	case err == nil:
 		_, err = r.leases.Update(ctx, peerlease.NewServedLease(existing, r.serverID, served), metav1.UpdateOptions{})

@@ -72,7 +72,7 @@ func TestRegistrationLeaseCollection(t *testing.T) {
 	// without a registration is kept while younger than the retention
 	// (written just before its first registration).
 	servedAt := func(id string, created time.Time, rv string) *coordinationv1.Lease {
-		l := peerlease.NewServedLease(nil, id, "")
+		l := peerlease.NewServedLease(nil, id, peerlease.ServedContent{Served: ""})
 		l.CreationTimestamp, l.ResourceVersion, l.UID = metav1.NewTime(created), rv, types.UID("uid-served-"+id)
 		return l
 	}

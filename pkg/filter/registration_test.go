@@ -77,7 +77,7 @@ var servingWant = []peerlease.ServedResource{
 	{GroupVersionResource: appsDeployments, Scope: apidiscoveryv2.ScopeNamespace},
 }
 
-func newTestRegistrar(cs *fake.Clientset, served func(context.Context) string) *registrar {
+func newTestRegistrar(cs *fake.Clientset, served func(context.Context) peerlease.ServedContent) *registrar {
 	return &registrar{
 		leases:   cs.CoordinationV1().Leases(peerlease.Namespace),
 		serverID: regID, endpoint: regEndpoint, version: "v1.37.2", served: served,
@@ -138,9 +138,15 @@ func getRegistration(t *testing.T, cs *fake.Clientset) (*coordinationv1.Lease, p
 // is one.
 func getServed(t *testing.T, cs *fake.Clientset) ([]peerlease.ServedResource, bool) {
 	t.Helper()
+	rec, ok := getServedRecord(t, cs)
+	return rec.Served, ok
+}
+
+func getServedRecord(t *testing.T, cs *fake.Clientset) (peerlease.ServedRecord, bool) {
+	t.Helper()
 	l, err := cs.CoordinationV1().Leases(peerlease.Namespace).Get(context.Background(), peerlease.ServedLeaseName(regID), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
-		return nil, false
+		return peerlease.ServedRecord{}, false
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +155,7 @@ func getServed(t *testing.T, cs *fake.Clientset) ([]peerlease.ServedResource, bo
 	if err != nil {
 		t.Fatal(err)
 	}
-	return rec.Served, true
+	return rec, true
 }
 
 // checkRenewalCarriesNoRecord: the registration Lease, renewed every 5 s,
@@ -199,6 +205,42 @@ func TestRegistrationRecordsServedWhileRunning(t *testing.T) {
 	svm := schema.GroupVersionResource{Group: "storagemigration.k8s.io", Version: "v1beta1", Resource: "storageversionmigrations"}
 	if !slices.ContainsFunc(served, func(s peerlease.ServedResource) bool { return s.GroupVersionResource == svm }) || len(served) != len(servingWant)+1 {
 		t.Errorf("after a new API: %v", served)
+	}
+	checkRenewalCarriesNoRecord(t, cs)
+}
+
+// New discovery ETags under the same list (what the list leaves out
+// changed: an aggregated API's or a CRD's resources) write the record
+// again before the next renewal, so that peerdiscovery reads the server at
+// once; unchanged ETags write nothing.
+func TestRegistrationRecordsNewDiscoveryETags(t *testing.T) {
+	cs := fake.NewClientset()
+	local := localServing()
+	setETags := func(api, apis string) {
+		d := local.Current()
+		local.SetDoc(views.NewLocalDoc(d, d.API, d.APIs, api, apis))
+	}
+	setETags(`"api-1"`, `"apis-1"`)
+	r := newTestRegistrar(cs, local.ServedRecord)
+	ctx := context.Background()
+	r.renew(ctx)
+	if rec, _ := getServedRecord(t, cs); rec.ETags != (peerlease.DiscoveryETags{API: `"api-1"`, APIs: `"apis-1"`}) || !reflect.DeepEqual(rec.Served, servingWant) {
+		t.Errorf("record %+v", rec)
+	}
+	setETags(`"api-1"`, `"apis-1"`) // read again, a 304
+	cs.ClearActions()
+	r.renew(ctx)
+	if v := verbs(cs); !slices.Equal(v, []string{"update"}) {
+		t.Errorf("a renewal with the same ETags: %v, want the renewal only", v)
+	}
+	setETags(`"api-1"`, `"apis-2"`)
+	cs.ClearActions()
+	r.renew(ctx)
+	if v := verbs(cs); !slices.Equal(v, []string{"get", "update", "update"}) {
+		t.Errorf("a renewal after new ETags: %v, want the record read and written, then the renewal", v)
+	}
+	if rec, _ := getServedRecord(t, cs); rec.ETags.APIs != `"apis-2"` || !reflect.DeepEqual(rec.Served, servingWant) {
+		t.Errorf("record after new ETags %+v", rec)
 	}
 	checkRenewalCarriesNoRecord(t, cs)
 }

@@ -65,7 +65,7 @@ func (m *ServedMemo) ParseRegistration(l *coordinationv1.Lease) (Registration, e
 // the record differs from the one last parsed for that Lease (a reader
 // that goes over every Lease on each turn).
 func (m *ServedMemo) ParseServedRecord(l *coordinationv1.Lease) (ServedRecord, error) {
-	id, raw, err := servedRecordIdentity(l)
+	id, raw, etags, err := servedRecordIdentity(l)
 	if err != nil {
 		return ServedRecord{}, err
 	}
@@ -74,7 +74,7 @@ func (m *ServedMemo) ParseServedRecord(l *coordinationv1.Lease) (ServedRecord, e
 	e, seen := m.byLease[key]
 	m.mu.Unlock()
 	if seen && e.raw == raw {
-		return ServedRecord{ServerID: id, Served: e.served}, nil
+		return ServedRecord{ServerID: id, Served: e.served, ETags: etags}, nil
 	}
 	rec, err := ParseServedRecord(l)
 	if err == nil {

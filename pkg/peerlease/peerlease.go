@@ -92,6 +92,9 @@ type Registration struct {
 	// current while it runs, and left in place when it departs or crashes.
 	// nil when the Lease does not say (registration Leases only).
 	Served []ServedResource
+	// ETags are the discovery ETags recorded with Served; only a
+	// served-record Lease has them, joined in by the reader.
+	ETags DiscoveryETags
 }
 
 // Departed tells whether the server recorded its graceful shutdown.

@@ -32,7 +32,7 @@ func TestServedLeaseRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewServedLease(nil, "kube-apiserver-a", enc)
+	l := NewServedLease(nil, "kube-apiserver-a", ServedContent{Served: enc})
 	if l.Name != "peerdiscovery.served-kube-apiserver-a" || l.Namespace != Namespace || l.Spec.RenewTime != nil || l.Spec.LeaseDurationSeconds != nil {
 		t.Errorf("served-record Lease %s/%s renew %v duration %v: want peerdiscovery.served-kube-apiserver-a in %s, never renewed", l.Namespace, l.Name, l.Spec.RenewTime, l.Spec.LeaseDurationSeconds, Namespace)
 	}
@@ -45,7 +45,7 @@ func TestServedLeaseRoundTrip(t *testing.T) {
 	}
 	// An update keeps what others set, and replaces the record.
 	l.Labels["team"] = "a"
-	upd := NewServedLease(l, "kube-apiserver-a", "")
+	upd := NewServedLease(l, "kube-apiserver-a", ServedContent{Served: ""})
 	if upd.Labels["team"] != "a" || upd.Annotations[ServedResourcesAnnotation] != "" {
 		t.Errorf("update: labels %v, record %q", upd.Labels, upd.Annotations[ServedResourcesAnnotation])
 	}
@@ -69,7 +69,9 @@ func TestParseServedRecordRejects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	good := func() *coordinationv1.Lease { return NewServedLease(nil, "kube-apiserver-a", enc) }
+	good := func() *coordinationv1.Lease {
+		return NewServedLease(nil, "kube-apiserver-a", ServedContent{Served: enc})
+	}
 	for _, tc := range []struct {
 		name  string
 		edit  func(*coordinationv1.Lease)
@@ -82,6 +84,13 @@ func TestParseServedRecordRejects(t *testing.T) {
 		{"another server's name", func(l *coordinationv1.Lease) { l.Name = ServedLeaseName("kube-apiserver-b") }, "name does not match"},
 		{"no record", func(l *coordinationv1.Lease) { delete(l.Annotations, ServedResourcesAnnotation) }, "no annotation"},
 		{"a broken record", func(l *coordinationv1.Lease) { l.Annotations[ServedResourcesAnnotation] = "not base64" }, "not base64"},
+		{"one ETag", func(l *coordinationv1.Lease) { l.Annotations[DiscoveryETagsAnnotation] = `"a"` }, "want two ETags"},
+		{"an empty ETag", func(l *coordinationv1.Lease) { l.Annotations[DiscoveryETagsAnnotation] = `"a" ` }, "an ETag of 0 bytes"},
+		{"a third ETag", func(l *coordinationv1.Lease) { l.Annotations[DiscoveryETagsAnnotation] = `"a" "b" "c"` }, "byte 0x20"},
+		{"an ETag too long", func(l *coordinationv1.Lease) {
+			l.Annotations[DiscoveryETagsAnnotation] = `"a" "` + strings.Repeat("f", maxETagBytes) + `"`
+		}, "an ETag of 258 bytes"},
+		{"a control byte", func(l *coordinationv1.Lease) { l.Annotations[DiscoveryETagsAnnotation] = "\"a\" \"b\n\"" }, "byte 0xa"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := good()
@@ -97,6 +106,47 @@ func TestParseServedRecordRejects(t *testing.T) {
 	}
 }
 
+// A record's discovery ETags go with it, and a Lease holds a content only
+// with the same ETags (or none on both sides).
+func TestServedLeaseCarriesDiscoveryETags(t *testing.T) {
+	enc, err := EncodeServed(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// kube-apiserver's ETags are a quoted SHA-512 in hex.
+	sha512 := `"` + strings.Repeat("4D7E1BED90B364BC", 8) + `"`
+	tagged := ServedContent{Served: enc, ETags: DiscoveryETags{API: sha512, APIs: `"3c4d"`}}
+	l := NewServedLease(nil, "kube-apiserver-a", tagged)
+	if got := l.Annotations[DiscoveryETagsAnnotation]; got != sha512+` "3c4d"` {
+		t.Errorf("annotation %q", got)
+	}
+	var m ServedMemo
+	for _, parse := range []func(*coordinationv1.Lease) (ServedRecord, error){ParseServedRecord, m.ParseServedRecord, m.ParseServedRecord} {
+		if rec, err := parse(l); err != nil || rec.ETags != tagged.ETags {
+			t.Fatalf("parsed ETags %+v, %v; want %+v", rec.ETags, err, tagged.ETags)
+		}
+	}
+	untagged := ServedContent{Served: enc}
+	moved := ServedContent{Served: enc, ETags: DiscoveryETags{API: sha512, APIs: `"5e6f"`}}
+	if !tagged.Holds(l) || untagged.Holds(l) || moved.Holds(l) {
+		t.Errorf("Holds: tagged %v, untagged %v, moved %v; want only tagged", tagged.Holds(l), untagged.Holds(l), moved.Holds(l))
+	}
+	// New ETags under the same list: the memo, which keeps the decoded
+	// list, returns them.
+	l = NewServedLease(l, "kube-apiserver-a", moved)
+	if rec, err := m.ParseServedRecord(l); err != nil || rec.ETags != moved.ETags {
+		t.Errorf("the memo's ETags after a change: %+v, %v", rec.ETags, err)
+	}
+	// A record written without ETags drops those written before.
+	l = NewServedLease(l, "kube-apiserver-a", untagged)
+	if _, ok := l.Annotations[DiscoveryETagsAnnotation]; ok || !untagged.Holds(l) {
+		t.Errorf("an untagged record kept the annotation %q", l.Annotations[DiscoveryETagsAnnotation])
+	}
+	if rec, err := ParseServedRecord(l); err != nil || !rec.ETags.IsZero() {
+		t.Errorf("an untagged record parsed to ETags %+v, %v", rec.ETags, err)
+	}
+}
+
 // The memo decodes a served record once per content.
 func TestServedMemoParsesAServedRecordOnce(t *testing.T) {
 	rs := make([]ServedResource, 0, 1000)
@@ -107,7 +157,7 @@ func TestServedMemoParsesAServedRecordOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := NewServedLease(nil, "kube-apiserver-a", enc)
+	l := NewServedLease(nil, "kube-apiserver-a", ServedContent{Served: enc})
 	var m ServedMemo
 	first, err := m.ParseServedRecord(l)
 	if err != nil {

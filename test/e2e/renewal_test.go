@@ -146,10 +146,11 @@ func storedLeaseSize(t *testing.T, l *coordinationv1.Lease) int {
 
 // Between changes, a refresh asks each server only for its /version (the
 // readiness heartbeat, #48): over ten refreshes of a quiet plane a replica
-// reads each server's discovery in full at most twice (the once-a-minute
-// safety poll, and one CRD or APIService change left over from an earlier
-// test), where a full read per refresh made 10 per server. That a change
-// is still read at once is crd_test's and skew_test's.
+// reads each server's discovery in full at most twice (a CRD or
+// APIService change left over from an earlier test, and the record of new
+// discovery ETags that follows it; the safety poll is 10 min), where a
+// full read per refresh made 10 per server. That a change is still read
+// at once is crd_test's and skew_test's.
 func TestRefreshesBetweenChangesAreHeartbeats(t *testing.T) {
 	ids := readyPlane(t)
 	reads := func(i int) (full, beats float64) {

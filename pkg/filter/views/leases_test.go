@@ -91,7 +91,7 @@ func TestLeasesJoinTheServedRecord(t *testing.T) {
 		rec := l.Records()[id]
 		return rec != nil && rec.Served.Serves(gvr(r))
 	}
-	servedLease := peerlease.NewServedLease(nil, id, enc("new"))
+	servedLease := peerlease.NewServedLease(nil, id, peerlease.ServedContent{Served: enc("new")})
 	l.Record(logger, servedLease) // read before its registration
 	if _, ok := l.Records()[id]; ok {
 		t.Fatal("a served record alone made a record of its server")
@@ -108,7 +108,7 @@ func TestLeasesJoinTheServedRecord(t *testing.T) {
 		t.Errorf("the inline record won over the served-record Lease: %+v", l.Records()[id])
 	}
 	// The record changes: the next read of its Lease only.
-	l.Record(logger, peerlease.NewServedLease(servedLease, id, enc("newer")))
+	l.Record(logger, peerlease.NewServedLease(servedLease, id, peerlease.ServedContent{Served: enc("newer")}))
 	if !serves("newer") || serves("new") {
 		t.Errorf("after the record changed: %+v", l.Records()[id])
 	}
@@ -118,7 +118,7 @@ func TestLeasesJoinTheServedRecord(t *testing.T) {
 		t.Errorf("after the served-record Lease was deleted: %+v", l.Records()[id])
 	}
 	// A broken served-record Lease records nothing.
-	broken := peerlease.NewServedLease(nil, id, "not base64")
+	broken := peerlease.NewServedLease(nil, id, peerlease.ServedContent{Served: "not base64"})
 	l.Record(logger, broken)
 	if !serves("old") {
 		t.Errorf("a broken served-record Lease changed the record: %+v", l.Records()[id])

@@ -35,20 +35,20 @@ import (
 type servedRecord struct {
 	generation, metadataChanges   uint64
 	crdsSynced, apiServicesSynced bool
-	encoded                       string
+	content                       peerlease.ServedContent
 }
 
 // ServedRecord is what this server serves itself, encoded for its
-// registration Lease (peerlease.EncodeServed); "" before the first read or
-// when it cannot be encoded. Resources of CustomResourceDefinitions and of
-// aggregated APIServices are left out: every server serves them (they are
-// never routed to a peer), and at thousands of them they would make every
-// renewal large (every 5 s per server, each kept by every kube-apiserver's
-// watch cache). Encoded once per document.
-func (l *Local) ServedRecord(ctx context.Context) string {
+// served-record Lease (peerlease.EncodeServed), with the ETags of the
+// documents it comes from; zero before the first read or when it cannot
+// be encoded. Resources of CustomResourceDefinitions and of aggregated
+// APIServices are left out: every server serves them (they are never
+// routed to a peer), and at thousands of them they would make the record
+// large; a change of theirs shows in the ETags. Encoded once per document.
+func (l *Local) ServedRecord(ctx context.Context) peerlease.ServedContent {
 	d := l.doc.Load()
 	if d == nil {
-		return ""
+		return peerlease.ServedContent{}
 	}
 	// Read before the caches: an event meanwhile makes the next call encode
 	// again.
@@ -57,7 +57,7 @@ func (l *Local) ServedRecord(ctx context.Context) string {
 	apiServicesSynced := l.apiServices != nil && l.apiServices.HasSynced()
 	if r := l.record.Load(); r != nil && r.generation == d.Generation && r.metadataChanges == changes &&
 		r.crdsSynced == crdsSynced && r.apiServicesSynced == apiServicesSynced {
-		return r.encoded
+		return r.content
 	}
 	apis := d.APIs
 	if apiServicesSynced {
@@ -74,10 +74,14 @@ func (l *Local) ServedRecord(ctx context.Context) string {
 	if err != nil {
 		// Peers' replicas then route this server's APIs from what they
 		// read of it; one that never did has no tombstone for it.
-		klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the registration lease", "err", err)
+		klog.FromContext(ctx).Info("peerdiscovery filter: not recording the served resources in the served-record lease", "err", err)
 	}
-	l.record.Store(&servedRecord{generation: d.Generation, metadataChanges: changes, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, encoded: enc})
-	return enc
+	content := peerlease.ServedContent{Served: enc}
+	if enc != "" && d.APIETag != "" && d.APIsETag != "" {
+		content.ETags = peerlease.DiscoveryETags{API: d.APIETag, APIs: d.APIsETag}
+	}
+	l.record.Store(&servedRecord{generation: d.Generation, metadataChanges: changes, crdsSynced: crdsSynced, apiServicesSynced: apiServicesSynced, content: content})
+	return content
 }
 
 // withoutAggregated is groups without the group-versions that aggregated

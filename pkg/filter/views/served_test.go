@@ -106,7 +106,7 @@ func TestServedRecordLeavesOutCRDs(t *testing.T) {
 	local := localServing()
 	servesGroup(local, "stable.example.com", "v1", apidiscoveryv2.APIResourceDiscovery{Resource: "crontabs", Scope: apidiscoveryv2.ScopeNamespace})
 	local.crds = newFakeMetadata(t, "crontabs.stable.example.com")
-	got, err := peerlease.DecodeServed(local.ServedRecord(context.Background()))
+	got, err := peerlease.DecodeServed(local.ServedRecord(context.Background()).Served)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,12 +127,44 @@ func TestServedRecordLeavesOutAggregatedAPIs(t *testing.T) {
 	local.crds = newFakeMetadata(t)
 	// As the informer stores them.
 	local.apiServices = newFakeAPIServices(t, map[string]bool{"v1beta1.metrics.k8s.io": true, "v1.apps": false})
-	got, err := peerlease.DecodeServed(local.ServedRecord(context.Background()))
+	got, err := peerlease.DecodeServed(local.ServedRecord(context.Background()).Served)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(got, servingWant) {
 		t.Errorf("record %v, want %v (no aggregated API)", got, servingWant)
+	}
+}
+
+// What the record's list leaves out still changes the record: it carries
+// the ETags of the documents it comes from, so that peerdiscovery reads the
+// server when an aggregated API's resources change under an unchanged
+// APIService, rather than at its safety poll. A document read without
+// both ETags records none.
+func TestServedRecordCarriesTheDocumentsETags(t *testing.T) {
+	local := localServing()
+	local.crds = newFakeMetadata(t)
+	local.apiServices = newFakeAPIServices(t, map[string]bool{"v1beta1.metrics.k8s.io": true})
+	pods := apidiscoveryv2.APIResourceDiscovery{Resource: "pods", Scope: apidiscoveryv2.ScopeNamespace}
+	nodes := apidiscoveryv2.APIResourceDiscovery{Resource: "nodes", Scope: apidiscoveryv2.ScopeCluster}
+	read := func(apiETag, apisETag string, metrics ...apidiscoveryv2.APIResourceDiscovery) peerlease.ServedContent {
+		t.Helper()
+		d := local.Current()
+		apis := append(slices.Clone(localServing().Current().APIs), apidiscoveryv2.APIGroupDiscovery{ObjectMeta: metav1.ObjectMeta{Name: "metrics.k8s.io"},
+			Versions: []apidiscoveryv2.APIVersionDiscovery{{Version: "v1beta1", Resources: metrics}}})
+		local.SetDoc(NewLocalDoc(d, d.API, apis, apiETag, apisETag))
+		return local.ServedRecord(context.Background())
+	}
+	before := read(`"api-1"`, `"apis-1"`, pods)
+	if before.ETags != (peerlease.DiscoveryETags{API: `"api-1"`, APIs: `"apis-1"`}) {
+		t.Errorf("ETags %+v", before.ETags)
+	}
+	after := read(`"api-1"`, `"apis-2"`, pods, nodes)
+	if after.Served != before.Served || after.ETags.APIs != `"apis-2"` {
+		t.Errorf("the aggregated API's new resource: list changed %v, ETags %+v; want the same list under the new ETags", after.Served != before.Served, after.ETags)
+	}
+	if got := read(`"api-1"`, "", pods); !got.ETags.IsZero() || got.Served != before.Served {
+		t.Errorf("a document without an ETag: ETags %+v", got.ETags)
 	}
 }
 
@@ -146,7 +178,7 @@ func TestServedRecordFollowsAPIServiceMetadata(t *testing.T) {
 	local.apiServices = apiServices
 	record := func() []peerlease.ServedResource {
 		t.Helper()
-		got, err := peerlease.DecodeServed(local.ServedRecord(context.Background()))
+		got, err := peerlease.DecodeServed(local.ServedRecord(context.Background()).Served)
 		if err != nil {
 			t.Fatal(err)
 		}
