@@ -15,6 +15,7 @@
 package engine
 
 import (
+	"context"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -111,4 +112,30 @@ func TestEngineReadsATaggedPeerWhenItsETagsChange(t *testing.T) {
 	}
 	h.tick()
 	h.waitCalls(epA, fullA+3)
+}
+
+// New ETags recorded while the peer's first read is in flight read it
+// again once that read ends: it may have been answered before the change,
+// and the safety poll is 10 min away.
+func TestEngineReadsAgainAfterETagsChangedDuringARead(t *testing.T) {
+	docA := document("v1.37.2", grp("apps", ver("v1", "deployments")))
+	h := newHarness(t, testOptions(), seed{kube: []runtime.Object{regLease(idA, epA, "v1.37.2", t0), taggedServedLease(t, idA, docA, docA)}})
+	release := make(chan struct{})
+	h.scraper.set(epA, func(ctx context.Context, _, _ string) (Document, error) {
+		<-release
+		return docA, nil
+	})
+	h.start()
+	h.waitCalls(epA, 1)
+
+	withAggregated := document("v1.37.2", grp("apps", ver("v1", "deployments")), grp("metrics.example.com", ver("v1beta1", "nodes")))
+	turn := h.eng.turns.Load()
+	if _, err := h.kube.CoordinationV1().Leases(peerlease.Namespace).Update(ctx(), taggedServedLease(t, idA, docA, withAggregated), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.handled("the record's new ETags", turn)
+	h.scraper.set(epA, serve(withAggregated))
+	close(release)
+	h.waitCalls(epA, 2)
+	h.pub.waitFor(t, "a's new group in the view", func(v compute.Output) bool { return hasGroupVersion(v, "metrics.example.com", "v1beta1") })
 }

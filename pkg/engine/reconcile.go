@@ -196,9 +196,12 @@ func (p *peerState) follow(o *observed) {
 	}
 	// New ETags mean its discovery changed, perhaps only in what the list
 	// leaves out (CRDs', aggregated APIs' resources): read it unless a
-	// read already brought those documents.
+	// read already brought those documents. A read in flight may have
+	// been answered before the change, so it is followed by another (the
+	// first record a peer is seen with starts no read of its own: its
+	// first read is not in flight yet).
 	if o.etags != p.etags {
-		if p.tried && !o.etags.IsZero() && (o.etags.API != p.APIETag || o.etags.APIs != p.APIsETag) {
+		if (p.tried || p.inflight) && !o.etags.IsZero() && (o.etags.API != p.APIETag || o.etags.APIs != p.APIsETag) {
 			p.again = true
 		}
 		p.etags = o.etags
