@@ -136,8 +136,10 @@ func New(opts Options) (*Filter, error) {
 		opts.PeerServerName = nopeer.DefaultPeerServerName
 	}
 	if opts.LocalRefreshInterval == 0 {
-		// Only a guard against a missed event: kube-aggregator refreshes
-		// aggregated discovery each minute too.
+		// kube-aggregator refreshes an aggregated API's discovery each
+		// minute: this read finds a change of it under an unchanged
+		// APIService, and its ETags in the served record tell
+		// peerdiscovery (whose own safety poll is 10 min).
 		opts.LocalRefreshInterval = time.Minute
 	}
 	if opts.RetryAfterSeconds == 0 {

@@ -272,8 +272,9 @@ const (
 // delay from the read before: the server's discovery follows a CRD or
 // APIService within moments, mostly within the first delay, and the last
 // catches a discovery controller that is slow under load. With them the
-// periodic read (Options.LocalRefreshInterval) only guards against a
-// missed event: each read, even one answered 304, makes the server
+// periodic read (Options.LocalRefreshInterval) is for what no event shows
+// (an aggregated API's resources, which kube-aggregator refreshes each
+// minute) and a missed event: each read, even one answered 304, makes the server
 // marshal its whole /apis once its aggregated discovery cache was
 // invalidated, and kube-aggregator invalidates it every time it resyncs
 // an APIService (every minute each), so a read every 5 s was about a
