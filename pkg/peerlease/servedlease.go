@@ -60,6 +60,9 @@ type DiscoveryETags struct{ API, APIs string }
 // IsZero tells whether no ETags are recorded.
 func (t DiscoveryETags) IsZero() bool { return t == DiscoveryETags{} }
 
+// annotation is DiscoveryETagsAnnotation's value for t.
+func (t DiscoveryETags) annotation() string { return t.API + " " + t.APIs }
+
 // ServedContent is what a served-record Lease holds: EncodeServed's list
 // and, when known, the discovery ETags it was read with.
 type ServedContent struct {
@@ -70,7 +73,7 @@ type ServedContent struct {
 // Holds tells whether the served-record Lease l holds c.
 func (c ServedContent) Holds(l *coordinationv1.Lease) bool {
 	raw, ok := l.Annotations[DiscoveryETagsAnnotation]
-	return l.Annotations[ServedResourcesAnnotation] == c.Served && ok == !c.ETags.IsZero() && (!ok || raw == c.ETags.API+" "+c.ETags.APIs)
+	return l.Annotations[ServedResourcesAnnotation] == c.Served && ok == !c.ETags.IsZero() && (!ok || raw == c.ETags.annotation())
 }
 
 // ComponentSelector selects both registration and served-record Leases.
@@ -88,7 +91,7 @@ func NewServedLease(existing *coordinationv1.Lease, serverID string, c ServedCon
 	if c.ETags.IsZero() {
 		delete(l.Annotations, DiscoveryETagsAnnotation)
 	} else {
-		l.Annotations[DiscoveryETagsAnnotation] = c.ETags.API + " " + c.ETags.APIs
+		l.Annotations[DiscoveryETagsAnnotation] = c.ETags.annotation()
 	}
 	holder := serverID
 	l.Spec.HolderIdentity = &holder
