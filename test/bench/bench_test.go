@@ -128,7 +128,7 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 	}
 	defer StopPlanes(planes)
 	waitProxying(t, planes)
-	measure := func(name string) {
+	measure := func(name string, steady time.Duration) {
 		quiet, err := WaitQuiet(ctx, planes, costQuietBound)
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +138,7 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 		}
 		quietAt := time.Now()
 		time.Sleep(s.CostSettle)
-		st, err := MeasureCost(ctx, planes, s, name, res.CRDs, res.StubGVRs, quietAt, dir)
+		st, err := MeasureCost(ctx, planes, s, name, res.CRDs, res.StubGVRs, quietAt, steady, dir)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +146,7 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 		res.States = append(res.States, st)
 		t.Logf("cost measured: %s", name)
 	}
-	measure("idle")
+	measure("idle", s.CostWindow)
 
 	start := time.Now()
 	res.CRDs, res.CRDsNote, err = CreateCRDs(ctx, planes, s, 20*time.Minute, t.Logf)
@@ -159,7 +159,7 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 	planetest.ReadyPlane(t, planes[0].C, 0)
 	res.CRDsTook = time.Since(start)
 	t.Logf("%d CRDs served everywhere after %s", res.CRDs, res.CRDsTook.Round(time.Second))
-	measure("crds")
+	measure("crds", s.CostWindow)
 
 	res.StubGVRs = (s.CostGVRs - res.CRDs + perGroup - 1) / perGroup * perGroup
 	start = time.Now()
@@ -174,7 +174,7 @@ func runCost(t *testing.T, s Scale, dir string) *CostResult {
 	planetest.ReadyPlane(t, planes[0].C, 0)
 	res.StubTook = time.Since(start)
 	t.Logf("%d aggregated resources served everywhere after %s", res.StubGVRs, res.StubTook.Round(time.Second))
-	measure("gvrs")
+	measure("gvrs", s.CostGoalWindow)
 	return res
 }
 

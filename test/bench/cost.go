@@ -34,10 +34,10 @@ type ProcessCost struct {
 	RSS float64 `json:"rss"`
 	// EarlyRSS is the same over the early window, which starts the
 	// scale's CostSettle after the state change; the window above starts
-	// at CostSteadyAt, after a GC forced on every server at the early
-	// window's end: RSS follows the heap goal of a server's last GC and
-	// the garbage made since, and a GC that landed during the change's
-	// allocation burst kept a raised goal until the next.
+	// at CostSteadyAt, right after a GC forced on every server: RSS
+	// follows the heap goal of a server's last GC and the garbage made
+	// since, and a GC that landed during the change's allocation burst
+	// kept a raised goal until the next.
 	EarlyRSS float64       `json:"earlyRSS,omitempty"`
 	CPU      time.Duration `json:"cpu"` // used over the window
 	// HeapProfile is the file (in the output folder) of the heap profile
@@ -51,11 +51,12 @@ type ProcessCost struct {
 	Allocated float64 `json:"allocated,omitempty"`
 	GCs       int     `json:"gcs,omitempty"`
 	// AllocBase is the file of the allocation profile taken, after a GC,
-	// at the early window's end (kube-apiservers only): what the server
-	// allocated from then until HeapProfile is the difference of the two
-	// (hack/bench-report). A profile holds the allocations up to its
-	// process's last GC, so a delta profile over a window in which an idle
-	// server ran no GC holds nothing.
+	// at the steady window's start (kube-apiservers only): what the server
+	// allocated in the window is the difference of this and HeapProfile
+	// (hack/bench-report), over the same stretch as Allocated. A profile
+	// holds the allocations up to its process's last GC, so a delta
+	// profile over a window in which an idle server ran no GC holds
+	// nothing.
 	AllocBase string `json:"allocBase,omitempty"`
 	// Go is the Go runtime's memory at the window's end, before that GC
 	// (kube-apiservers only): what of the RSS is heap in use, and what the
@@ -78,16 +79,27 @@ type GoMemory struct {
 
 // CostState is every process of both planes in one state.
 type CostState struct {
-	Name     string        `json:"name"`
-	CRDs     int           `json:"crds"`
-	StubGVRs int           `json:"stubGVRs"`
-	Window   time.Duration `json:"window"`
+	Name     string `json:"name"`
+	CRDs     int    `json:"crds"`
+	StubGVRs int    `json:"stubGVRs"`
+	// Window is the early window's length, SteadyWindow the steady one's
+	// (zero in results from before it had its own: Window then).
+	Window       time.Duration `json:"window"`
+	SteadyWindow time.Duration `json:"steadyWindow,omitempty"`
 	// Quiet is when each plane settled before the settle time began.
 	Quiet     []PlaneQuiet  `json:"quiet,omitempty"`
 	Processes []ProcessCost `json:"processes"`
 	// Leases are each plane's Lease writes by class over the steady
 	// window.
 	Leases []LeaseWrites `json:"leases,omitempty"`
+}
+
+// Steady is the steady window's length.
+func (st CostState) Steady() time.Duration {
+	if st.SteadyWindow > 0 {
+		return st.SteadyWindow
+	}
+	return st.Window
 }
 
 // CostResult is the filter's own cost.
@@ -110,12 +122,13 @@ type CostResult struct {
 }
 
 // MeasureCost samples every kube-apiserver (and peerdiscovery-apiserver)
-// of both planes at once over two of the scale's windows, the early one
+// of both planes at once over two windows, the early one (CostWindow)
 // CostSettle after quiet (when both planes were quiet after the state
-// change) and the steady one CostSteadyAt after it, then takes each
-// kube-apiserver's heap profile after a GC into dir.
-func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crds, stubGVRs int, quiet time.Time, dir string) (CostState, error) {
-	st := CostState{Name: name, CRDs: crds, StubGVRs: stubGVRs, Window: s.CostWindow}
+// change) and the steady one (steady long) CostSteadyAt after it, and
+// takes each kube-apiserver's heap profile after a GC into dir at the
+// steady window's start and end.
+func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crds, stubGVRs int, quiet time.Time, steady time.Duration, dir string) (CostState, error) {
+	st := CostState{Name: name, CRDs: crds, StubGVRs: stubGVRs, Window: s.CostWindow, SteadyWindow: steady}
 	type proc struct {
 		cost ProcessCost
 		pid  int
@@ -150,21 +163,21 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	for _, p := range procs {
 		_, p.cost.EarlyRSS = p.rss.end()
 	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(time.Until(quiet.Add(s.CostSteadyAt))):
+	}
 	// Every kube-apiserver of both planes collects here, one after another
 	// within seconds (the profile's gc=1): the steady window then starts
-	// about the same time after a GC on every server, where before each
-	// server's last GC fell where its allocations and the 2-minute forced
-	// GC put it, and that phase moved a server's mean RSS by tens of MiB.
+	// right after a GC on every server, where before each server's last
+	// GC fell where its allocations and the 2-minute forced GC put it, and
+	// that phase moved a server's mean RSS by tens of MiB.
 	servers := procsOfServers(procs, planes)
 	if err := saveHeapProfiles(ctx, planes, dir, func(k int) (*string, string) {
 		p := servers[k]
 		return &p.cost.AllocBase, fmt.Sprintf("allocs-%s-%s-%s.pb.gz", name, p.cost.Routing, p.cost.Component)
 	}); err != nil {
 		return st, err
-	}
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Until(quiet.Add(s.CostSteadyAt))):
 	}
 	for _, p := range procs {
 		p.cpu0, _ = cpuTime(p.pid)
@@ -184,7 +197,7 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	}
 	select {
 	case <-ctx.Done():
-	case <-time.After(s.CostWindow):
+	case <-time.After(steady):
 	}
 	for _, p := range procs {
 		cpu1, err := cpuTime(p.pid)
@@ -212,7 +225,7 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	}
 	for k, p := range servers {
 		p.cost.Go = memEnd[k]
-		p.cost.Allocated = (memEnd[k].AllocatedTotal - memStart[k].AllocatedTotal) / s.CostWindow.Seconds()
+		p.cost.Allocated = (memEnd[k].AllocatedTotal - memStart[k].AllocatedTotal) / steady.Seconds()
 		p.cost.GCs = int(memEnd[k].GCs - memStart[k].GCs)
 	}
 	if err := saveHeapProfiles(ctx, planes, dir, func(k int) (*string, string) {

@@ -94,9 +94,9 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 	}
 	b.WriteString("\n\n")
 	if len(c.States) > 0 {
-		fmt.Fprintf(b, "Two windows of %s per state: early, %s after both planes were quiet (runs before this one had only this window, and began it 45 s after the state was served everywhere, without waiting for quiet), and steady, %s after. At the early window's end every kube-apiserver of both planes is made to collect (a heap profile with gc=1, one server after another), so the steady window starts the same time after a GC on every server: a GC that landed during the state change's allocation burst, the heap goal it raised, and where each server happened to be in its GC cycle no longer decide the figure. The tables below are the steady window's; the means give the early one too.\n\n", last(c).Window, c.Settle, c.SteadyAt)
+		fmt.Fprintf(b, "Two windows per state: early, %s long, %s after both planes were quiet, and steady, %s after, as long as the early one except in the last state (the goals' one), where it is %s: one period of kube-apiserver's 5-minute informer resyncs, whose CRD resync rebuilds every CRD's OpenAPI v3 spec (0.8–0.9 GB per server at 1,000 CRDs), so each server's burst falls in it once whatever its phase. At the steady window's start every kube-apiserver of both planes is made to collect (a heap profile with gc=1, one server after another), so the steady window starts right after a GC on every server: a GC that landed during the state change's allocation burst, the heap goal it raised, and where each server happened to be in its GC cycle no longer decide the figure. The tables below are the steady window's; the means give the early one too.\n\n", last(c).Window, c.Settle, c.SteadyAt, last(c).Steady())
 	}
-	b.WriteString("Per process: RSS (mean of 1/s samples over the window), CPU over the window (% of one core), live heap after a GC and the filter's part of it (allocated under a peerdiscovery function), from its heap profile; allocated per second over the window and GCs in it (go_memstats), and the filter's part of the allocations (from the early window's end to the steady window's: the difference of two heap profiles).\n\n")
+	b.WriteString("Per process: RSS (mean of 1/s samples over the window), CPU over the window (% of one core), live heap after a GC and the filter's part of it (allocated under a peerdiscovery function), from its heap profile; allocated per second over the window and GCs in it (go_memstats), and the filter's part of the allocations (over the steady window: the difference of two heap profiles).\n\n")
 	b.WriteString("| state | process | this filter: RSS MiB | CPU % | heap MiB | filter's part MiB | alloc MiB/s | filter's part MiB/s | GCs | upstream: RSS MiB | CPU % | heap MiB | alloc MiB/s | GCs |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, st := range c.States {
 		byKey := map[string]map[string]ProcessCost{}
@@ -114,7 +114,7 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 			if o.Version != "" {
 				name += " " + o.Version
 			}
-			cpu := func(p ProcessCost) string { return fmt.Sprintf("%.1f", 100*p.CPU.Seconds()/st.Window.Seconds()) }
+			cpu := func(p ProcessCost) string { return fmt.Sprintf("%.1f", 100*p.CPU.Seconds()/st.Steady().Seconds()) }
 			h := func(p ProcessCost, filter bool) string {
 				f, ok := heap[p.HeapProfile]
 				if !ok {
