@@ -80,12 +80,33 @@ func figures(p *profile.Profile, path, sampleType string, per float64) (bench.He
 			out.Filter += v
 			sites[fn] += v
 		}
+		if underResync(s) {
+			out.Resync += v
+		}
 		if len(s.Location) > 0 && len(s.Location[0].Line) > 0 && s.Location[0].Line[0].Function != nil {
 			flat[s.Location[0].Line[0].Function.Name] += v
 		}
 	}
 	out.Top = top(sites, topSites)
 	return out, flat, nil
+}
+
+// underResync says whether s has a function of the CRD resync's work on
+// its stack.
+func underResync(s *profile.Sample) bool {
+	for _, loc := range s.Location {
+		for _, line := range loc.Line {
+			if line.Function == nil {
+				continue
+			}
+			for _, prefix := range bench.ResyncFunctions {
+				if strings.HasPrefix(line.Function.Name, prefix) {
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // allocFigures are what a process allocated between two of its heap

@@ -101,6 +101,14 @@ func (c *Cluster) ServerPID(i int) (int, error) {
 	return s.proc.pid(), nil
 }
 
+// EtcdPID is the process ID of etcd (0 when it does not run).
+func (c *Cluster) EtcdPID() int {
+	if c.etcd == nil {
+		return 0
+	}
+	return c.etcd.pid()
+}
+
 // ExtensionPID is the process ID of peerdiscovery-apiserver replica i (0
 // when it does not run).
 func (c *Cluster) ExtensionPID(i int) (int, error) {

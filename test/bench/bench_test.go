@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -52,7 +53,7 @@ func TestBench(t *testing.T) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	res := &Result{Scale: scale, Started: time.Now(), Commit: commit(), LoadAvg: map[string]string{}, Took: map[string]time.Duration{}}
+	res := &Result{Scale: scale, Started: time.Now(), Commit: commit(), LoadAvg: map[string]string{}, Took: map[string]time.Duration{}, Cores: runtime.NumCPU()}
 	keepOtherParts(t, filepath.Join(dir, "result.json"), res, parts)
 	ctx := t.Context()
 	save := func() {

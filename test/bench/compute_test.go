@@ -57,6 +57,31 @@ func TestMaxRPS(t *testing.T) {
 	}
 }
 
+func TestLoadCPUPerRequest(t *testing.T) {
+	ms := time.Millisecond
+	steps := []LoadStep{
+		// Two rounds at the top concurrency add up: 3,000 requests.
+		{Path: PathDirect, Concurrency: 64, Round: 0, Requests: 1000, CPU: &StepCPU{Source: 400 * ms, Etcd: 200 * ms, Client: 400 * ms}},
+		{Path: PathDirect, Concurrency: 64, Round: 1, Requests: 2000, CPU: &StepCPU{Source: 800 * ms, Etcd: 400 * ms, Client: 800 * ms}},
+		{Path: PathProxied, Concurrency: 64, Round: 0, Requests: 1000, CPU: &StepCPU{Source: 500 * ms, Peer: 400 * ms, Etcd: 200 * ms, Client: 400 * ms}},
+		// A lower concurrency does not count.
+		{Path: PathProxied, Concurrency: 8, Round: 0, Requests: 10, CPU: &StepCPU{Source: time.Second}},
+	}
+	var b strings.Builder
+	loadCPUTable(&b, steps, 2)
+	for _, want := range []string{
+		"| peerdiscovery/direct | 0.400 | 0.000 | 0.200 | 0.400 | 1.000 | 1.00× | 2000 |",
+		"| peerdiscovery/proxied | 0.500 | 0.400 | 0.200 | 0.400 | 1.500 | 1.50× | 1333 |",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("the table lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "upstream/") {
+		t.Errorf("a path without CPU times has a row:\n%s", b.String())
+	}
+}
+
 func TestListSummaryAndGoal(t *testing.T) {
 	v := ListVariant{Limit: 500}
 	var samples []ListSample

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -36,6 +37,64 @@ type LoadStep struct {
 	RPS         float64       `json:"rps"`
 	P50         time.Duration `json:"p50"`
 	P99         time.Duration `json:"p99"`
+	// CPU is the CPU time each process on the request's way used from
+	// the step's start (after the warm-up) until its last request ended.
+	CPU *StepCPU `json:"cpu,omitempty"`
+}
+
+// StepCPU is the CPU time used in a load step by the server the client
+// talks to, the server that answers (the same one on a direct path),
+// etcd, and the client (this process).
+type StepCPU struct {
+	Source time.Duration `json:"source"`
+	Peer   time.Duration `json:"peer,omitempty"`
+	Etcd   time.Duration `json:"etcd"`
+	Client time.Duration `json:"client"`
+}
+
+// Total is the CPU time every process on the way used.
+func (c StepCPU) Total() time.Duration { return c.Source + c.Peer + c.Etcd + c.Client }
+
+// PerRequestOK is st's CPU time per request, in each process (false
+// without CPU times or requests, or for a nil st).
+func (st *LoadStep) PerRequestOK() (StepCPU, bool) {
+	if st == nil || st.CPU == nil || st.Requests == 0 {
+		return StepCPU{}, false
+	}
+	n := time.Duration(st.Requests)
+	return StepCPU{Source: st.CPU.Source / n, Peer: st.CPU.Peer / n, Etcd: st.CPU.Etcd / n, Client: st.CPU.Client / n}, true
+}
+
+// stepPIDs are the processes a path's requests run through, in
+// StepCPU's order; peer is 0 on a direct path.
+func stepPIDs(p *Path) ([4]int, error) {
+	var pids [4]int
+	var err error
+	if pids[0], err = p.plane.C.ServerPID(p.server); err != nil {
+		return pids, err
+	}
+	if p.Mode == "proxied" {
+		if pids[1], err = p.plane.C.ServerPID(p.plane.serverOf(NewVersion)); err != nil {
+			return pids, err
+		}
+	}
+	pids[2], pids[3] = p.plane.C.EtcdPID(), os.Getpid()
+	return pids, nil
+}
+
+// cpuTimes are the CPU times of pids (0 for a pid of 0).
+func cpuTimes(pids [4]int) ([4]time.Duration, error) {
+	var out [4]time.Duration
+	for k, pid := range pids {
+		if pid == 0 {
+			continue
+		}
+		var err error
+		if out[k], err = cpuTime(pid); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
 }
 
 // loadTarget is the object every GET of the full load reads.
@@ -113,9 +172,20 @@ func RunLoad(ctx context.Context, planes []*Plane, paths []*Path, s Scale, dir s
 func loadStep(ctx context.Context, p *Path, clients []*http.Client, step time.Duration) (LoadStep, error) {
 	st := LoadStep{Path: p.Name(), Concurrency: len(clients)}
 	u := url(p.Config(), svmPath+"/"+loadTarget)
+	pids, err := stepPIDs(p)
+	if err != nil {
+		return st, err
+	}
 	warm := min(step/4, time.Second)
 	start := time.Now()
 	measureFrom, end := start.Add(warm), start.Add(warm+step)
+	var cpu0 [4]time.Duration
+	var cpu0Err error
+	cpu0Read := make(chan struct{})
+	cpuStart := time.AfterFunc(warm, func() {
+		defer close(cpu0Read)
+		cpu0, cpu0Err = cpuTimes(pids)
+	})
 	lats := make([][]time.Duration, len(clients))
 	errs := make([]int, len(clients))
 	var firstErr error
@@ -149,6 +219,14 @@ func loadStep(ctx context.Context, p *Path, clients []*http.Client, step time.Du
 		}()
 	}
 	wg.Wait()
+	if !cpuStart.Stop() { // it ran: the step lasted past the warm-up
+		<-cpu0Read
+		cpu1, err := cpuTimes(pids)
+		if err = errors.Join(cpu0Err, err); err != nil {
+			return st, err
+		}
+		st.CPU = &StepCPU{Source: cpu1[0] - cpu0[0], Peer: cpu1[1] - cpu0[1], Etcd: cpu1[2] - cpu0[2], Client: cpu1[3] - cpu0[3]}
+	}
 	var all []time.Duration
 	for w := range lats {
 		all = append(all, lats[w]...)

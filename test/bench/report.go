@@ -52,6 +52,7 @@ func Markdown(r *Result) string {
 	}
 	if len(r.Load) > 0 {
 		loadTable(&b, r.Load)
+		loadCPUTable(&b, r.Load, r.Cores)
 	}
 	if len(r.CPU) > 0 {
 		cpuTable(&b, r)
@@ -227,6 +228,61 @@ func loadTable(b *strings.Builder, steps []LoadStep) {
 	fmt.Fprintf(b, "| **max rps, p99 < 100 ms** | %.0f | %.0f (%.2f×) | %.0f | %.0f (%.2f×) |\n\n",
 		m[PathDirect], m[PathProxied], ratio(m[PathProxied], m[PathDirect]),
 		m[PathUpstreamDirect], m[PathUpstreamProxied], ratio(m[PathUpstreamProxied], m[PathUpstreamDirect]))
+}
+
+// loadCPUTable is, per path, the CPU time per request of every process
+// on its way at the highest concurrency (all rounds together): what a
+// request costs the machine, and so the most requests per second its
+// cores could serve on that path, whatever the latency.
+func loadCPUTable(b *strings.Builder, steps []LoadStep, cores int) {
+	top := 0
+	for _, s := range steps {
+		top = max(top, s.Concurrency)
+	}
+	sum := map[string]*LoadStep{}
+	for _, s := range steps {
+		if s.Concurrency != top || s.CPU == nil {
+			continue
+		}
+		a := sum[s.Path]
+		if a == nil {
+			a = &LoadStep{CPU: &StepCPU{}}
+			sum[s.Path] = a
+		}
+		a.Requests += s.Requests
+		a.CPU.Source += s.CPU.Source
+		a.CPU.Peer += s.CPU.Peer
+		a.CPU.Etcd += s.CPU.Etcd
+		a.CPU.Client += s.CPU.Client
+	}
+	if len(sum) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "CPU time per request at c=%d, every round (ms, from /proc): the server the client talks to, the server that answers (proxied paths), etcd, the client; the bound is %d cores ÷ the total, the most requests per second this machine could serve on the path if nothing else ran.\n\n", top, cores)
+	b.WriteString("| path | source | peer | etcd | client | total | × direct's total | bound rps |\n|---|---|---|---|---|---|---|---|\n")
+	direct := map[string]time.Duration{}
+	for _, p := range PathNames {
+		if c, ok := sum[p].PerRequestOK(); ok && strings.HasSuffix(p, "/direct") {
+			direct[strings.TrimSuffix(p, "/direct")] = c.Total()
+		}
+	}
+	msf := func(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
+	for _, p := range PathNames {
+		c, ok := sum[p].PerRequestOK()
+		if !ok {
+			continue
+		}
+		rel := "–"
+		if d := direct[strings.Split(p, "/")[0]]; d > 0 {
+			rel = fmt.Sprintf("%.2f×", float64(c.Total())/float64(d))
+		}
+		bound := "–"
+		if c.Total() > 0 && cores > 0 {
+			bound = fmt.Sprintf("%.0f", float64(cores)*float64(time.Second)/float64(c.Total()))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n", p, msf(c.Source), msf(c.Peer), msf(c.Etcd), msf(c.Client), msf(c.Total()), rel, bound)
+	}
+	b.WriteString("\n")
 }
 
 // cpuAreas is the order of the CPU profiles' columns.

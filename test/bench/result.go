@@ -30,6 +30,9 @@ type Result struct {
 	// the machine is shared.
 	LoadAvg map[string]string        `json:"loadAvg"`
 	Took    map[string]time.Duration `json:"took"`
+	// Cores is how many CPUs the machine has: every plane, etcd and the
+	// client share them.
+	Cores int `json:"cores,omitempty"`
 
 	List  *ListResult  `json:"list,omitempty"`
 	Watch []WatchPhase `json:"watch,omitempty"`
@@ -45,9 +48,9 @@ type Result struct {
 	// servers to this filter's (means over the servers).
 	Heap     map[string]HeapFigures `json:"heap,omitempty"`
 	HeapDiff map[string][]HeapSite  `json:"heapDiff,omitempty"`
-	// AllocDiff is HeapDiff for the allocations per second from the early
-	// window's end to the steady window's (Heap holds their figures too,
-	// by the AllocBase file).
+	// AllocDiff is HeapDiff for the allocations per second over the
+	// steady window (Heap holds their figures too, by the AllocBase
+	// file).
 	AllocDiff map[string][]HeapSite `json:"allocDiff,omitempty"`
 	// CPU is filled by hack/bench-report from the CPU profiles, by file.
 	CPU map[string]CPUFigures `json:"cpu,omitempty"`
@@ -87,6 +90,20 @@ type HeapFigures struct {
 	// between two heap profiles): the time between them. InUse, Filter
 	// and Top's bytes are then per second.
 	Seconds float64 `json:"seconds,omitempty"`
+	// Resync is the part of InUse with a function of kube-apiserver's
+	// periodic CRD resync work on the stack (ResyncFunctions).
+	Resync float64 `json:"resync,omitempty"`
+}
+
+// ResyncFunctions prefix the functions that do the work every
+// kube-apiserver repeats for every CRD at each 5-minute resync of
+// apiextensions' CRD informer: the OpenAPI v3 controller rebuilds each
+// CRD's spec and the discovery controller syncs each CRD's group. Both
+// planes do it; the burst decides a short window's allocation by its
+// phase.
+var ResyncFunctions = []string{
+	"k8s.io/apiextensions-apiserver/pkg/controller/openapiv3.",
+	"k8s.io/apiextensions-apiserver/pkg/apiserver.(*DiscoveryController).",
 }
 
 // HeapSite is one function's share of the filter's part (flat, by the
