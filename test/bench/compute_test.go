@@ -82,6 +82,24 @@ func TestLoadCPUPerRequest(t *testing.T) {
 	}
 }
 
+func TestWatchCPUPerDelivery(t *testing.T) {
+	s := time.Second
+	direct := WatchPhase{Path: PathDirect, Watchers: 1000, Acked: 4000, SourceCPU: 80 * s, PeerCPU: 80 * s}
+	proxied := WatchPhase{Path: PathProxied, Watchers: 1000, Acked: 3000, Missing: 1000, SourceCPU: 40 * s, PeerCPU: 50 * s}
+	for _, c := range []struct {
+		w    WatchPhase
+		want string
+	}{
+		{direct, "20.0"},                    // one server, counted once
+		{proxied, "30.0"},                   // both servers, over delivered events only
+		{WatchPhase{Path: PathDirect}, "–"}, // nothing delivered
+	} {
+		if got := c.w.cpuPerDelivery(); got != c.want {
+			t.Errorf("%s: cpuPerDelivery = %s, want %s", c.w.Path, got, c.want)
+		}
+	}
+}
+
 func TestListSummaryAndGoal(t *testing.T) {
 	v := ListVariant{Limit: 500}
 	var samples []ListSample
