@@ -189,13 +189,8 @@ func allocResyncTable(b *strings.Builder, c *CostResult, heap map[string]HeapFig
 				cells[0][1]/(1<<20), cells[1][1]/(1<<20), rest(0)/(1<<20), rest(1)/(1<<20), ratio(rest(0), rest(1)))
 		}
 	}
-	if rows.Len() == 0 {
-		return
-	}
-	b.WriteString("Allocation by the profiles over the steady window (MiB/s, means over each release's servers): in all; the part under the CRD resync's work (apiextensions' OpenAPI v3 controller and CRD discovery controller, which every kube-apiserver repeats for every CRD each 5 minutes); the rest, which is where the filter's own allocation shows.\n\n")
-	b.WriteString("| state | release | in all: filter | upstream | ratio | CRD resync: filter | upstream | the rest: filter | upstream | ratio |\n|---|---|---|---|---|---|---|---|---|---|\n")
-	b.WriteString(rows.String())
-	b.WriteString("\n")
+	writeTable(b, "Allocation by the profiles over the steady window (MiB/s, means over each release's servers): in all; the part under the CRD resync's work (apiextensions' OpenAPI v3 controller and CRD discovery controller, which every kube-apiserver repeats for every CRD each 5 minutes); the rest, which is where the filter's own allocation shows.\n\n",
+		"| state | release | in all: filter | upstream | ratio | CRD resync: filter | upstream | the rest: filter | upstream | ratio |\n|---|---|---|---|---|---|---|---|---|---|\n", rows.String())
 }
 
 // registrationWrites are what registration writes in st: this filter's
@@ -222,13 +217,8 @@ func leaseTable(b *strings.Builder, c *CostResult) {
 			fmt.Fprintf(&rows, "| %s | %s | %s | %d | %.2f | %.0f | %.0f |\n", st.Name, w.Routing, w.Class, w.Events, w.EventsPerSecond(), w.BytesPerSecond(), float64(w.Bytes)/float64(max(w.Events, 1)))
 		}
 	}
-	if rows.Len() == 0 {
-		return
-	}
-	b.WriteString("Lease writes over the steady window (a watch of the Leases' namespace on each plane; each write is an etcd write and a watch event every kube-apiserver's watch cache decodes), by class: this filter's registration Leases (renewed every 5 s) and served-record Leases (written on change), kube-apiserver's own identity Leases (both planes). Bytes: the objects as kube-apiserver stores them (protobuf, with its envelope; etcd's key and revision overhead not counted).\n\n")
-	b.WriteString("| state | plane | class | writes | writes/s | bytes/s | bytes per write |\n|---|---|---|---|---|---|---|\n")
-	b.WriteString(rows.String())
-	b.WriteString("\n")
+	writeTable(b, "Lease writes over the steady window (a watch of the Leases' namespace on each plane; each write is an etcd write and a watch event every kube-apiserver's watch cache decodes), by class: this filter's registration Leases (renewed every 5 s) and served-record Leases (written on change), kube-apiserver's own identity Leases (both planes). Bytes: the objects as kube-apiserver stores them (protobuf, with its envelope; etcd's key and revision overhead not counted).\n\n",
+		"| state | plane | class | writes | writes/s | bytes/s | bytes per write |\n|---|---|---|---|---|---|---|\n", rows.String())
 }
 
 // goMemoryTable splits each state's RSS difference: Go heap in use, heap
@@ -264,13 +254,8 @@ func goMemoryTable(b *strings.Builder, c *CostResult) {
 			}
 		}
 	}
-	if rows.Len() == 0 {
-		return
-	}
-	b.WriteString("Go runtime memory at the window's end (go_memstats, before the profile's GC; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n")
-	b.WriteString("| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|\n")
-	b.WriteString(rows.String())
-	b.WriteString("\n")
+	writeTable(b, "Go runtime memory at the window's end (go_memstats, before the profile's GC; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n",
+		"| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|\n", rows.String())
 }
 
 // heapTables name, for the last state, where the filter's part of the heap
@@ -328,4 +313,16 @@ func keysOfState(diff map[string][]HeapSite, state string) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// writeTable writes a table's introduction, header and rows, or nothing
+// when it has no rows.
+func writeTable(b *strings.Builder, intro, header, rows string) {
+	if rows == "" {
+		return
+	}
+	b.WriteString(intro)
+	b.WriteString(header)
+	b.WriteString(rows)
+	b.WriteString("\n")
 }
