@@ -70,43 +70,63 @@ func buildStub(dir string) (string, error) {
 // it), and registers an APIService for
 // each of its group-versions. Stopping the plane stops it.
 func StartStub(ctx context.Context, pl *Plane, bin, dir string, n int) error {
-	groups := (n + perGroup - 1) / perGroup
+	_, err := startStub(ctx, pl, bin, dir, (n+perGroup-1)/perGroup, perGroup)
+	return err
+}
+
+// stubServer is a plane's running stub.
+type stubServer struct {
+	// resourcesFile is the stub's --resources-file.
+	resourcesFile string
+}
+
+// serve makes the stub serve resources per group-version from now on,
+// with no restart and no change to its APIServices: a change of an
+// aggregated API's resources that no watch shows.
+func (s *stubServer) serve(resources int) error {
+	return os.WriteFile(s.resourcesFile, []byte(strconv.Itoa(resources)), 0o644)
+}
+
+// startStub runs the stub with groups group-versions of resources each
+// on pl, and registers them.
+func startStub(ctx context.Context, pl *Plane, bin, dir string, groups, resources int) (*stubServer, error) {
 	ip := net.ParseIP(pl.C.HelperAddress())
 	ca, err := pki.NewCA("bench-stubapi-ca")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	serving, err := ca.NewServingCert(stubName, []string{stubName + "." + stubNamespace + ".svc"}, []net.IP{ip})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	dir = filepath.Join(dir, "stubapi-"+pl.Routing.String())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	certFile, keyFile, err := serving.Write(dir, "serving", true)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	stub := &stubServer{resourcesFile: filepath.Join(dir, "resources")}
 	if _, err := pl.C.RunInNetwork("stubapi", bin,
 		"--listen="+net.JoinHostPort(ip.String(), strconv.Itoa(stubPort)),
 		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile,
 		"--client-ca-file="+pl.C.FrontProxyCAFile(),
-		"--groups="+strconv.Itoa(groups), "--resources="+strconv.Itoa(perGroup),
-		"--group-suffix="+stubSuffix); err != nil {
-		return err
+		"--groups="+strconv.Itoa(groups), "--resources="+strconv.Itoa(resources),
+		"--resources-file="+stub.resourcesFile, "--group-suffix="+stubSuffix); err != nil {
+		return nil, err
 	}
 	cfg := pl.C.AdminConfig(0)
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: stubName, Namespace: stubNamespace},
 		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(stubPort)}}},
 	}
 	if _, err := cs.CoreV1().Services(stubNamespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return nil, err
 	}
 	slice := &discoveryv1.EndpointSlice{
 		ObjectMeta:  metav1.ObjectMeta{Name: stubName, Namespace: stubNamespace, Labels: map[string]string{discoveryv1.LabelServiceName: stubName}},
@@ -115,11 +135,11 @@ func StartStub(ctx context.Context, pl *Plane, bin, dir string, n int) error {
 		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("https"), Port: ptr.To(int32(stubPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 	}
 	if _, err := cs.DiscoveryV1().EndpointSlices(stubNamespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		return err
+		return nil, err
 	}
 	agg, err := aggregatorclient.NewForConfig(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for g := range groups {
 		group := fmt.Sprintf("g%03d.%s", g, stubSuffix)
@@ -132,10 +152,10 @@ func StartStub(ctx context.Context, pl *Plane, bin, dir string, n int) error {
 			},
 		}
 		if _, err := agg.ApiregistrationV1().APIServices().Create(ctx, as, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	return stub, nil
 }
 
 // countGVRs is how many resources kube-apiserver cfg lists in its
