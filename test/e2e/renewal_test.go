@@ -213,14 +213,20 @@ func TestRefreshesBetweenChangesAreHeartbeats(t *testing.T) {
 func waitRecordsCurrent(t *testing.T, leases coordinationclient.LeaseInterface, ids map[int]string) {
 	t.Helper()
 	ctx := context.Background()
+	// One client per server for every poll: a client per poll would keep
+	// a connection per poll open until the test ends.
+	clients := map[int]*nopeer.Client{}
+	for i := range ids {
+		hc, err := rest.HTTPClientFor(cluster.AdminConfig(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer hc.CloseIdleConnections()
+		clients[i] = nopeer.NewClient(hc, 8<<20)
+	}
 	planetest.WaitFor(t, 90*time.Second, "served records holding their servers' discovery ETags", func() error {
 		for i, id := range ids {
-			cfg := cluster.AdminConfig(i)
-			hc, err := rest.HTTPClientFor(cfg)
-			if err != nil {
-				return err
-			}
-			docs, _, err := nopeer.NewClient(hc, 8<<20).ReadDocuments(ctx, cfg.Host, nil)
+			docs, _, err := clients[i].ReadDocuments(ctx, cluster.AdminConfig(i).Host, nil)
 			if err != nil {
 				return err
 			}
