@@ -257,6 +257,10 @@ func run(ctx context.Context, opts options.CompletedOptions, peer peerFlags) err
 		return fmt.Errorf("%s: %w", filterName, err)
 	}
 
+	if err := followDiscovery(config, f); err != nil {
+		return err
+	}
+
 	// Innermost in the aggregator chain, exactly where upstream wraps its
 	// peer proxy (controlplane/apiserver.CreateAggregatorConfig, peerProxy.WrapHandler):
 	// after authentication, audit, impersonation, priority and fairness and
@@ -286,6 +290,25 @@ func run(ctx context.Context, opts options.CompletedOptions, peer peerFlags) err
 	}
 
 	return prepared.Run(ctx)
+}
+
+// followDiscovery gives the kube APIs, apiextensions and the aggregator the
+// filter's wrapper of their discovery manager (one for the whole server), so
+// each change of /apis, including an aggregated API's resources that no
+// watch shows, reaches the filter at once instead of at its periodic read.
+func followDiscovery(config *app.Config, f *filter.Filter) error {
+	kube := &config.KubeAPIs.ControlPlane.Generic.AggregatedDiscoveryGroupManager
+	apiExtensions := &config.ApiExtensions.GenericConfig.AggregatedDiscoveryGroupManager
+	aggregator := &config.Aggregator.GenericConfig.AggregatedDiscoveryGroupManager
+	if *kube == nil {
+		return nil
+	}
+	if *apiExtensions != *kube || *aggregator != *kube {
+		return fmt.Errorf("%s: the kube APIs, apiextensions and the aggregator do not share one discovery manager", filterName)
+	}
+	rm := f.WrapDiscoveryManager(*kube)
+	*kube, *apiExtensions, *aggregator = rm, rm, rm
+	return nil
 }
 
 // advertiseAddress is --advertise-address after completion (defaulted from

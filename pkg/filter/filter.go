@@ -64,6 +64,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apiserver/pkg/audit"
+	"k8s.io/apiserver/pkg/endpoints/discovery/aggregated"
 	apirequest "k8s.io/apiserver/pkg/endpoints/request"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	genericfilters "k8s.io/apiserver/pkg/server/filters"
@@ -74,6 +75,7 @@ import (
 
 	"sigs.k8s.io/peerdiscovery/pkg/apis/peerdiscovery/v1alpha1"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/discovery"
+	"sigs.k8s.io/peerdiscovery/pkg/filter/discoverychanges"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/metrics"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/proxy"
 	"sigs.k8s.io/peerdiscovery/pkg/filter/status"
@@ -118,6 +120,9 @@ type Filter struct {
 	snapshot *atomic.Pointer[routing.Snapshot]
 
 	started atomic.Bool
+	// discoveryFollowed is set when WrapDiscoveryManager wrapped the
+	// server's discovery manager, which then tells each change.
+	discoveryFollowed atomic.Bool
 	// registrar keeps the registration Lease; set by the post-start hook.
 	registrar atomic.Pointer[registrar]
 	// routableLatched is set once ReadyzCheck passed; routableSince is
@@ -134,13 +139,6 @@ func New(opts Options) (*Filter, error) {
 	}
 	if opts.PeerServerName == "" {
 		opts.PeerServerName = nopeer.DefaultPeerServerName
-	}
-	if opts.LocalRefreshInterval == 0 {
-		// kube-aggregator refreshes an aggregated API's discovery each
-		// minute: this read finds a change of it under an unchanged
-		// APIService, and its ETags in the served record tell
-		// peerdiscovery (whose own safety poll is 10 min).
-		opts.LocalRefreshInterval = time.Minute
 	}
 	if opts.RetryAfterSeconds == 0 {
 		// As the watch cache while it initializes: client-go's 10
@@ -191,6 +189,48 @@ func New(opts Options) (*Filter, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// Local discovery's periodic read (Options.LocalRefreshInterval) when the
+// server's discovery manager tells each change (WrapDiscoveryManager) and
+// when it does not.
+const (
+	FollowedLocalRefreshInterval = 10 * time.Minute
+	PolledLocalRefreshInterval   = time.Minute
+)
+
+// WrapDiscoveryManager returns the server's discovery manager (the generic
+// configs' AggregatedDiscoveryGroupManager, one for the whole server)
+// wrapped so that each change of what /apis serves makes the filter read
+// its own discovery at once. Without it the filter finds a change that no
+// watch shows (an aggregated API's resources under an unchanged
+// APIService) only by its periodic read, once a minute. Every user of the
+// manager must be given the wrapper. A disabled filter returns rm as is.
+func (f *Filter) WrapDiscoveryManager(rm aggregated.ResourceManager) aggregated.ResourceManager {
+	if !f.opts.Enabled() {
+		return rm
+	}
+	wrapped, ok := discoverychanges.Wrap(rm, f.views.Local.DiscoveryChanged)
+	if ok {
+		f.discoveryFollowed.Store(true)
+	}
+	return wrapped
+}
+
+// localRefreshInterval is the periodic read of the server's own discovery:
+// a safety poll when its discovery manager tells each change, else the
+// only way to find an aggregated API's changes (kube-aggregator reads them
+// each minute). Each read of a changed /apis is a rebuild of it on the
+// server (views.localEventRereads).
+func (f *Filter) localRefreshInterval() time.Duration {
+	switch {
+	case f.opts.LocalRefreshInterval > 0:
+		return f.opts.LocalRefreshInterval
+	case f.discoveryFollowed.Load():
+		return FollowedLocalRefreshInterval
+	default:
+		return PolledLocalRefreshInterval
+	}
 }
 
 // now reads the filter's clock, which tests replace after New.
@@ -272,7 +312,7 @@ func (f *Filter) PostStartHook(hookCtx genericapiserver.PostStartHookContext) er
 	ctx := context.Context(hookCtx)
 	loopback := rest.CopyConfig(hookCtx.LoopbackClientConfig)
 	f.proxy.Run(ctx)
-	if err := f.views.Start(ctx, loopback, f.opts.LocalRefreshInterval); err != nil {
+	if err := f.views.Start(ctx, loopback, f.localRefreshInterval()); err != nil {
 		return err
 	}
 	r, err := startRegistration(ctx, loopback, f.serverID, f.endpoint, f.binaryVersion, f.views.Local.ServedRecord, f.views.Routes.ListsPeer, f.opts, f.clock)

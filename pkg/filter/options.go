@@ -54,7 +54,7 @@ type Options struct {
 
 	// Tuning, defaulted by New; not flags.
 	PeerServerName       string        // verified in peers' certificates
-	LocalRefreshInterval time.Duration // local discovery re-read
+	LocalRefreshInterval time.Duration // local discovery re-read (0: see Filter.localRefreshInterval)
 	RetryAfterSeconds    int           // Retry-After on a 503 that the next seconds likely fix
 	// SyncGracePeriod bounds, from the post-start hook, how long requests
 	// for resources this server does not serve get 503 rather than the

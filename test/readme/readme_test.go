@@ -77,7 +77,7 @@ func TestIntegrationSnippetIsTheBuiltCode(t *testing.T) {
 			t.Fatalf("README line %q is not in hack/kube-apiserver/main.go (after the lines before it)", l)
 		}
 	}
-	for _, must := range []string{"f.WrapHandler(", "f.PostStartHook", "f.PreShutdownHook", "f.ReadyzCheck()"} {
+	for _, must := range []string{"f.WrapHandler(", "f.PostStartHook", "f.PreShutdownHook", "f.ReadyzCheck()", "f.WrapDiscoveryManager("} {
 		if !strings.Contains(strings.Join(snippet, "\n"), must) {
 			t.Errorf("the snippet leaves out %s", must)
 		}

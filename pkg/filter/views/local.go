@@ -56,12 +56,15 @@ type LocalDoc struct {
 }
 
 // Local caches this server's own (profile=nopeer) discovery, read
-// over loopback: at start, periodically (ETag makes it a 304), and at once
-// when a CRD or APIService changes, so a newly served API is served locally
-// within a second.
+// over loopback: at start, periodically (ETag makes it a 304), at once when
+// a CRD or APIService changes, so a newly served API is served locally
+// within a second, and at once when the server's discovery manager tells
+// that /apis changed (DiscoveryChanged).
 type Local struct {
 	doc     atomic.Pointer[LocalDoc]
 	refresh chan struct{}
+	// changed asks for one read: the server's discovery changed.
+	changed chan struct{}
 	// crds and apiServices hold the CustomResourceDefinitions' metadata
 	// and the APIServices' identity and spec.service (nil until started):
 	// what they serve cluster-wide (pkg/clusterwide) is left out of the
@@ -89,7 +92,7 @@ type metadataCache interface {
 }
 
 func newLocal() *Local {
-	return &Local{refresh: make(chan struct{}, 1), clock: clock.RealClock{}}
+	return &Local{refresh: make(chan struct{}, 1), changed: make(chan struct{}, 1), clock: clock.RealClock{}}
 }
 
 // Serves tells whether this server serves gvr, as last read; it does not
@@ -136,6 +139,16 @@ func (l *Local) SetDoc(d *LocalDoc) {
 	l.doc.Store(d)
 	if l.onChange != nil {
 		l.onChange()
+	}
+}
+
+// DiscoveryChanged asks for a read: the server's own discovery changed
+// (pkg/filter/discoverychanges). It does not block; changes while a read
+// is owed are read by that read.
+func (l *Local) DiscoveryChanged() {
+	select {
+	case l.changed <- struct{}{}:
+	default:
 	}
 }
 
@@ -271,10 +284,12 @@ const (
 // localEventRereads are the reads a change event owes after its first, each
 // delay from the read before: the server's discovery follows a CRD or
 // APIService within moments, mostly within the first delay, and the last
-// catches a discovery controller that is slow under load. With them the
-// periodic read (Options.LocalRefreshInterval) is for what no event shows
-// (an aggregated API's resources, which kube-aggregator refreshes each
-// minute) and a missed event: each read, even one answered 304, makes the server
+// catches a discovery controller that is slow under load. What no watch
+// shows (an aggregated API's resources under an unchanged APIService,
+// which kube-aggregator reads again each minute) the server's discovery
+// manager tells (DiscoveryChanged); the periodic read
+// (Options.LocalRefreshInterval) is for a server whose manager cannot tell.
+// Reads are not free: each, even one answered 304, makes the server
 // marshal its whole /apis once its aggregated discovery cache was
 // invalidated, and kube-aggregator invalidates it every time it resyncs
 // an APIService (every minute each), so a read every 5 s was about a
@@ -305,7 +320,7 @@ func (l *Local) loop(ctx context.Context, client *nopeer.Client, base string, in
 		nextC = next.C()
 	}
 	for {
-		tick := false
+		tick, event := false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -315,7 +330,13 @@ func (l *Local) loop(ctx context.Context, client *nopeer.Client, base string, in
 			nextC = nil
 			owed--
 		case <-l.refresh:
-			owed = 1 + len(localEventRereads)
+			owed, event = 1+len(localEventRereads), true
+		case <-l.changed:
+			// The change is in the server's discovery already: one
+			// read, no re-reads.
+			owed, event = max(owed, 1), true
+		}
+		if event {
 			if wait := localRereadDelay - l.clock.Since(lastRead); wait > 0 {
 				// Also when a later re-read was due: this event's first
 				// read comes first.

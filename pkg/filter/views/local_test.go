@@ -225,6 +225,27 @@ func TestLocalDiscoveryLoop(t *testing.T) {
 	}
 }
 
+// TestLocalDiscoveryChangeIsOneRead: the discovery manager's change notice
+// (DiscoveryChanged) is read at once, and once: the change is in /apis
+// already, and a re-read could make the server rebuild its whole /apis for
+// nothing.
+func TestLocalDiscoveryChangeIsOneRead(t *testing.T) {
+	srv, l, reads := startLocalLoop(t)
+	srv.set("/apis", `"apis-2"`, dgroup("apps", "v1", "deployments"), dgroup("batch", "v1", "jobs"))
+	changed := time.Now()
+	l.DiscoveryChanged()
+	eventually(t, "the change read", func() bool { return l.Serves(schemaGVR("batch", "v1", "jobs")) })
+	// At once: nothing waits on a timer.
+	if took := time.Since(changed); took > localRereadDelay {
+		t.Fatalf("the change was read %v after its notice, want within %v", took, localRereadDelay)
+	}
+	// A change event's first re-read would come localRereadDelay after.
+	time.Sleep(2 * localRereadDelay)
+	if n := reads(); n != 1 {
+		t.Fatalf("%d reads after one change notice, want 1", n)
+	}
+}
+
 // TestLocalDiscoveryEventDuringLateReread: an event that comes while only
 // the event schedule's last, late re-read is pending is read within
 // localRereadDelay, not when that re-read is due.

@@ -51,3 +51,6 @@ func (l *Leases) SetRecords(r routing.Records) {
 		maps.Copy(m, r)
 	})
 }
+
+// ChangedForTest is where DiscoveryChanged asks for a read. For tests only.
+func (l *Local) ChangedForTest() <-chan struct{} { return l.changed }
