@@ -62,6 +62,10 @@ type ProcessCost struct {
 	// (kube-apiservers only): what of the RSS is heap in use, and what the
 	// runtime holds idle without returning it to the OS.
 	Go *GoMemory `json:"go,omitempty"`
+	// EarlyGo is the same at the early window's end (no GC forced there):
+	// whether the early RSS is heap in use, heap kept idle after the
+	// change's burst, or a GC target the burst raised.
+	EarlyGo *GoMemory `json:"earlyGo,omitempty"`
 }
 
 // GoMemory is a process's go_memstats at one moment, in bytes.
@@ -163,6 +167,14 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	for _, p := range procs {
 		_, p.cost.EarlyRSS = p.rss.end()
 	}
+	servers := procsOfServers(procs, planes)
+	earlyMem, err := serversGoMemory(ctx, planes)
+	if err != nil {
+		return st, err
+	}
+	for k, p := range servers {
+		p.cost.EarlyGo = earlyMem[k]
+	}
 	select {
 	case <-ctx.Done():
 	case <-time.After(time.Until(quiet.Add(s.CostSteadyAt))):
@@ -172,7 +184,6 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	// right after a GC on every server, where before each server's last
 	// GC fell where its allocations and the 2-minute forced GC put it, and
 	// that phase moved a server's mean RSS by tens of MiB.
-	servers := procsOfServers(procs, planes)
 	if err := saveHeapProfiles(ctx, planes, dir, func(k int) (*string, string) {
 		p := servers[k]
 		return &p.cost.AllocBase, fmt.Sprintf("allocs-%s-%s-%s.pb.gz", name, p.cost.Routing, p.cost.Component)

@@ -151,7 +151,8 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 		}
 	}
 	b.WriteString("\n")
-	goMemoryTable(b, c)
+	goMemoryTable(b, c, "at the window's end (go_memstats, before the profile's GC", func(p ProcessCost) *GoMemory { return p.Go })
+	goMemoryTable(b, c, "at the early window's end (go_memstats, no GC forced", func(p ProcessCost) *GoMemory { return p.EarlyGo })
 	allocResyncTable(b, c, heap)
 	leaseTable(b, c)
 }
@@ -223,14 +224,15 @@ func leaseTable(b *strings.Builder, c *CostResult) {
 
 // goMemoryTable splits each state's RSS difference: Go heap in use, heap
 // the runtime holds idle without returning it to the OS, and the next GC's
-// target, at the window's end, means over each release's servers.
-func goMemoryTable(b *strings.Builder, c *CostResult) {
+// target, at one moment (when: the caption's), means over each release's
+// servers.
+func goMemoryTable(b *strings.Builder, c *CostResult, when string, memory func(ProcessCost) *GoMemory) {
 	mean := func(st CostState, routing, version string, f func(*GoMemory) float64) (float64, bool) {
 		return meanOf(st, routing, version, func(p ProcessCost) (float64, bool) {
-			if p.Go == nil {
+			if memory(p) == nil {
 				return 0, false
 			}
-			return f(p.Go), true
+			return f(memory(p)), true
 		})
 	}
 	inuse := func(m *GoMemory) float64 { return m.HeapInuse }
@@ -254,7 +256,7 @@ func goMemoryTable(b *strings.Builder, c *CostResult) {
 			}
 		}
 	}
-	writeTable(b, "Go runtime memory at the window's end (go_memstats, before the profile's GC; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n",
+	writeTable(b, "Go runtime memory "+when+"; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n",
 		"| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|\n", rows.String())
 }
 
