@@ -45,15 +45,15 @@ func TestWrapDiscoveryManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := f.localRefreshInterval(); got != PolledLocalRefreshInterval {
-		t.Errorf("local refresh %v before the manager is wrapped, want %v", got, PolledLocalRefreshInterval)
+	if got := f.localRefreshInterval(); got != polledLocalRefreshInterval {
+		t.Errorf("local refresh %v before the manager is wrapped, want %v", got, polledLocalRefreshInterval)
 	}
 	wrapped := f.WrapDiscoveryManager(rm)
 	if wrapped == rm {
 		t.Fatal("an enabled filter left the discovery manager unwrapped")
 	}
-	if got := f.localRefreshInterval(); got != FollowedLocalRefreshInterval {
-		t.Errorf("local refresh %v with the manager wrapped, want %v", got, FollowedLocalRefreshInterval)
+	if got := f.localRefreshInterval(); got != followedLocalRefreshInterval {
+		t.Errorf("local refresh %v with the manager wrapped, want %v", got, followedLocalRefreshInterval)
 	}
 	select {
 	case <-f.views.Local.ChangedForTest():

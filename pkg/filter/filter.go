@@ -195,8 +195,8 @@ func New(opts Options) (*Filter, error) {
 // server's discovery manager tells each change (WrapDiscoveryManager) and
 // when it does not.
 const (
-	FollowedLocalRefreshInterval = 10 * time.Minute
-	PolledLocalRefreshInterval   = time.Minute
+	followedLocalRefreshInterval = 10 * time.Minute
+	polledLocalRefreshInterval   = time.Minute
 )
 
 // WrapDiscoveryManager returns the server's discovery manager (the generic
@@ -227,9 +227,9 @@ func (f *Filter) localRefreshInterval() time.Duration {
 	case f.opts.LocalRefreshInterval > 0:
 		return f.opts.LocalRefreshInterval
 	case f.discoveryFollowed.Load():
-		return FollowedLocalRefreshInterval
+		return followedLocalRefreshInterval
 	default:
-		return PolledLocalRefreshInterval
+		return polledLocalRefreshInterval
 	}
 }
 
