@@ -64,6 +64,13 @@ func main() {
 					fail(err)
 				}
 				res.Heap[p.HeapProfile], flat[p.HeapProfile] = f, byFunction
+				if p.EarlyHeapProfile != "" {
+					f, byFunction, err := heapFigures(filepath.Join(*dir, p.EarlyHeapProfile))
+					if err != nil {
+						fail(err)
+					}
+					res.Heap[p.EarlyHeapProfile], flat[p.EarlyHeapProfile] = f, byFunction
+				}
 				if p.AllocBase == "" {
 					continue
 				}
@@ -76,6 +83,7 @@ func main() {
 		}
 		res.HeapDiff = heapDiff(res.Cost, flat, func(p bench.ProcessCost) string { return p.HeapProfile })
 		res.AllocDiff = heapDiff(res.Cost, flat, func(p bench.ProcessCost) string { return p.AllocBase })
+		res.EarlyHeapDiff = heapDiff(res.Cost, flat, func(p bench.ProcessCost) string { return p.EarlyHeapProfile })
 	}
 	res.CPU = map[string]bench.CPUFigures{}
 	for _, pr := range res.Profiles() {

@@ -66,6 +66,10 @@ type ProcessCost struct {
 	// whether the early RSS is heap in use, heap kept idle after the
 	// change's burst, or a GC target the burst raised.
 	EarlyGo *GoMemory `json:"earlyGo,omitempty"`
+	// EarlyHeapProfile is the file of the heap profile taken after a GC
+	// right after EarlyGo (kube-apiservers only): what is live in the
+	// early window. The steady window starts with a GC of its own.
+	EarlyHeapProfile string `json:"earlyHeapProfile,omitempty"`
 }
 
 // GoMemory is a process's go_memstats at one moment, in bytes.
@@ -130,7 +134,7 @@ type CostResult struct {
 // CostSettle after quiet (when both planes were quiet after the state
 // change) and the steady one (steady long) CostSteadyAt after it, and
 // takes each kube-apiserver's heap profile after a GC into dir at the
-// steady window's start and end.
+// early window's end and the steady window's start and end.
 func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crds, stubGVRs int, quiet time.Time, steady time.Duration, dir string) (CostState, error) {
 	st := CostState{Name: name, CRDs: crds, StubGVRs: stubGVRs, Window: s.CostWindow, SteadyWindow: steady}
 	type proc struct {
@@ -174,6 +178,12 @@ func MeasureCost(ctx context.Context, planes []*Plane, s Scale, name string, crd
 	}
 	for k, p := range servers {
 		p.cost.EarlyGo = earlyMem[k]
+	}
+	if err := saveHeapProfiles(ctx, planes, dir, func(k int) (*string, string) {
+		p := servers[k]
+		return &p.cost.EarlyHeapProfile, fmt.Sprintf("heap-early-%s-%s-%s.pb.gz", name, p.cost.Routing, p.cost.Component)
+	}); err != nil {
+		return st, err
 	}
 	select {
 	case <-ctx.Done():

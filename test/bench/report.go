@@ -59,7 +59,7 @@ func Markdown(r *Result) string {
 	}
 	if r.Cost != nil {
 		costTable(&b, r.Cost, r.Heap)
-		heapTables(&b, r.Cost, r.Heap, r.HeapDiff)
+		heapTables(&b, r.Cost, r.Heap, r.HeapDiff, r.EarlyHeapDiff)
 		allocTable(&b, r.Cost, r.AllocDiff)
 	}
 	b.WriteString("\nMachine load (/proc/loadavg):\n\n")

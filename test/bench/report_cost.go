@@ -262,8 +262,9 @@ func goMemoryTable(b *strings.Builder, c *CostResult, when string, memory func(P
 
 // heapTables name, for the last state, where the filter's part of the heap
 // is, and which allocating functions hold more live heap in this filter's
-// servers than in upstream's.
-func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, diff map[string][]HeapSite) {
+// servers than in upstream's, at the steady window's end and (early) at the
+// early window's.
+func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, diff, early map[string][]HeapSite) {
 	if len(heap) == 0 || len(c.States) == 0 {
 		return
 	}
@@ -280,12 +281,17 @@ func heapTables(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, 
 		b.WriteString(" (a stack attribution: objects the filter's informers decode from watch events are allocated on client-go's goroutines, under no filter function, and are only in the difference below)\n\n")
 		break
 	}
-	for _, k := range keysOfState(diff, last.Name) {
-		fmt.Fprintf(b, "Live heap by allocating function, this filter's servers minus upstream's (%s, means over the servers), largest growths:", k)
-		for _, s := range diff[k] {
-			fmt.Fprintf(b, " %s %+.1f MiB;", s.Function, s.Bytes/(1<<20))
+	for _, d := range []struct {
+		when  string
+		sites map[string][]HeapSite
+	}{{"", diff}, {"; at the early window's end", early}} {
+		for _, k := range keysOfState(d.sites, last.Name) {
+			fmt.Fprintf(b, "Live heap by allocating function, this filter's servers minus upstream's (%s, means over the servers%s), largest growths:", k, d.when)
+			for _, s := range d.sites[k] {
+				fmt.Fprintf(b, " %s %+.1f MiB;", s.Function, s.Bytes/(1<<20))
+			}
+			b.WriteString("\n\n")
 		}
-		b.WriteString("\n\n")
 	}
 }
 

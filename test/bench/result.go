@@ -52,6 +52,9 @@ type Result struct {
 	// steady window (Heap holds their figures too, by the AllocBase
 	// file).
 	AllocDiff map[string][]HeapSite `json:"allocDiff,omitempty"`
+	// EarlyHeapDiff is HeapDiff at the early window's end (Heap holds
+	// their figures too, by the EarlyHeapProfile file).
+	EarlyHeapDiff map[string][]HeapSite `json:"earlyHeapDiff,omitempty"`
 	// CPU is filled by hack/bench-report from the CPU profiles, by file.
 	CPU map[string]CPUFigures `json:"cpu,omitempty"`
 }
