@@ -246,3 +246,33 @@ func TestMedianMarkdown(t *testing.T) {
 		t.Error("median of an even count: the upper middle value")
 	}
 }
+
+// TestGoMemoryTableEarlyWindow: the early window's table gives the Go
+// memory before the GC and the profile's live heap after it, filter against
+// upstream, and "–" for a profile hack/bench-report did not read.
+func TestGoMemoryTableEarlyWindow(t *testing.T) {
+	const mb = 1 << 20
+	proc := func(routing string, inuse, target float64, profile string) ProcessCost {
+		return ProcessCost{Routing: routing, Component: "kube-apiserver-0", Version: OldVersion,
+			EarlyGo: &GoMemory{HeapInuse: inuse * mb, NextGC: target * mb}, EarlyHeapProfile: profile}
+	}
+	c := &CostResult{States: []CostState{{Name: "gvrs", Processes: []ProcessCost{
+		proc("peerdiscovery", 700, 830, "ours.pb.gz"), proc("upstream", 480, 600, "theirs.pb.gz"),
+	}}}}
+	early := func(p ProcessCost) (*GoMemory, string) { return p.EarlyGo, p.EarlyHeapProfile }
+	var b strings.Builder
+	goMemoryTable(&b, c, map[string]HeapFigures{"ours.pb.gz": {InUse: 306 * mb}, "theirs.pb.gz": {InUse: 297 * mb}}, "at the early window's end (", early)
+	if want := "| gvrs | " + OldVersion + " | 700 | 480 | +220 | 0 | 0 | +0 | 830 | 600 | +230 | 306 | 297 | +9 |"; !strings.Contains(b.String(), want) {
+		t.Errorf("table:\n%s\nwant the row %q", b.String(), want)
+	}
+	b.Reset()
+	goMemoryTable(&b, c, nil, "at the early window's end (", early)
+	if want := "| +230 | – | – | |"; !strings.Contains(b.String(), want) {
+		t.Errorf("table without profiles:\n%s\nwant the row to end %q", b.String(), want)
+	}
+	b.Reset()
+	goMemoryTable(&b, c, nil, "at the window's end (", func(p ProcessCost) (*GoMemory, string) { return p.Go, p.HeapProfile })
+	if b.Len() != 0 {
+		t.Errorf("a table with no Go memory read: %q, want nothing", b.String())
+	}
+}

@@ -151,8 +151,8 @@ func costTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures) {
 		}
 	}
 	b.WriteString("\n")
-	goMemoryTable(b, c, "at the window's end (go_memstats, before the profile's GC", func(p ProcessCost) *GoMemory { return p.Go })
-	goMemoryTable(b, c, "at the early window's end (go_memstats, no GC forced", func(p ProcessCost) *GoMemory { return p.EarlyGo })
+	goMemoryTable(b, c, heap, "at the window's end (go_memstats, before the profile's GC", func(p ProcessCost) (*GoMemory, string) { return p.Go, p.HeapProfile })
+	goMemoryTable(b, c, heap, "at the early window's end (go_memstats, no GC forced", func(p ProcessCost) (*GoMemory, string) { return p.EarlyGo, p.EarlyHeapProfile })
 	allocResyncTable(b, c, heap)
 	leaseTable(b, c)
 }
@@ -224,40 +224,59 @@ func leaseTable(b *strings.Builder, c *CostResult) {
 
 // goMemoryTable splits each state's RSS difference: Go heap in use, heap
 // the runtime holds idle without returning it to the OS, and the next GC's
-// target, at one moment (when: the caption's), means over each release's
+// target, at one moment (when: the caption's), and the live heap of the
+// heap profile taken right after, after a GC; means over each release's
 // servers.
-func goMemoryTable(b *strings.Builder, c *CostResult, when string, memory func(ProcessCost) *GoMemory) {
-	mean := func(st CostState, routing, version string, f func(*GoMemory) float64) (float64, bool) {
-		return meanOf(st, routing, version, func(p ProcessCost) (float64, bool) {
-			if memory(p) == nil {
-				return 0, false
+func goMemoryTable(b *strings.Builder, c *CostResult, heap map[string]HeapFigures, when string, at func(ProcessCost) (*GoMemory, string)) {
+	type figure func(p ProcessCost) (float64, bool)
+	fromGo := func(f func(*GoMemory) float64) figure {
+		return func(p ProcessCost) (float64, bool) {
+			if m, _ := at(p); m != nil {
+				return f(m), true
 			}
-			return f(memory(p)), true
-		})
+			return 0, false
+		}
 	}
-	inuse := func(m *GoMemory) float64 { return m.HeapInuse }
-	kept := func(m *GoMemory) float64 { return m.HeapIdle - m.HeapReleased }
-	goal := func(m *GoMemory) float64 { return m.NextGC }
+	inuse := fromGo(func(m *GoMemory) float64 { return m.HeapInuse })
+	kept := fromGo(func(m *GoMemory) float64 { return m.HeapIdle - m.HeapReleased })
+	goal := fromGo(func(m *GoMemory) float64 { return m.NextGC })
+	live := func(p ProcessCost) (float64, bool) {
+		_, profile := at(p)
+		f, ok := heap[profile]
+		return f.InUse, ok
+	}
 	var rows strings.Builder
 	for _, st := range c.States {
 		for _, v := range versionsOf(st) {
-			cells := ""
-			for _, f := range []func(*GoMemory) float64{inuse, kept, goal} {
-				o, okO := mean(st, "peerdiscovery", v, f)
-				u, okU := mean(st, "upstream", v, f)
+			cell := func(f figure) (string, bool) {
+				o, okO := meanOf(st, "peerdiscovery", v, f)
+				u, okU := meanOf(st, "upstream", v, f)
 				if !okO || !okU {
+					return " – | – | |", false
+				}
+				return fmt.Sprintf(" %s | %s | %+.0f |", mib(o), mib(u), (o-u)/(1<<20)), true
+			}
+			cells := ""
+			for _, f := range []figure{inuse, kept, goal} {
+				text, ok := cell(f)
+				if !ok {
 					cells = ""
 					break
 				}
-				cells += fmt.Sprintf(" %s | %s | %+.0f |", mib(o), mib(u), (o-u)/(1<<20))
+				cells += text
+			}
+			if cells != "" {
+				// "–" when no profile was read (hack/bench-report).
+				text, _ := cell(live)
+				cells += text
 			}
 			if cells != "" {
 				fmt.Fprintf(&rows, "| %s | %s |%s\n", st.Name, v, cells)
 			}
 		}
 	}
-	writeTable(b, "Go runtime memory "+when+"; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target.\n\n",
-		"| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|\n", rows.String())
+	writeTable(b, "Go runtime memory "+when+"; MiB, means over each release's servers): heap in use; heap idle and not returned to the OS (idle − released); the next GC's target; the live heap after a GC (the heap profile taken right after).\n\n",
+		"| state | release | in use: filter | upstream | Δ | idle kept: filter | upstream | Δ | GC target: filter | upstream | Δ | live after a GC: filter | upstream | Δ |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", rows.String())
 }
 
 // heapTables name, for the last state, where the filter's part of the heap
